@@ -1,0 +1,64 @@
+import { randomUUID } from 'node:crypto';
+import { Catalogue, type EventTypeEntry } from '../core/catalogue.ts';
+import { requireSecrets, type Config } from '../core/config.ts';
+import { createTokenVerifier } from '../core/auth/verifier.ts';
+import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
+import { IntegratorStore } from '../core/integrators/integrator-store.ts';
+import { tailTopic } from '../core/kafka.ts';
+import type { Logger } from '../core/log.ts';
+import type { Platform } from '../core/platform.ts';
+import { codecFor } from '../core/registry.ts';
+import { parseCidrs } from '../core/ssrf.ts';
+import { IdempotencyStore } from '../core/subscriptions/idempotency-store.ts';
+import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
+import { topicNames } from '../core/topics.ts';
+import { startPurchaseService } from '../producer/purchase-service.ts';
+import { buildGateway } from './gateway.ts';
+import { lookup } from 'node:dns/promises';
+
+/** Starts the gateway: both APIs on one port, the purchase outbox relay, and the catalogue follower. */
+export async function startGateway(
+  config: Config,
+  platform: Platform,
+  logger: Logger,
+  apis: { webhook: boolean; purchase: boolean },
+): Promise<() => Promise<void>> {
+  const topics = topicNames(config);
+  const verifier = createTokenVerifier(config.auth);
+  const integrators = new IntegratorStore(platform.db);
+  const purchase = apis.purchase ? await startPurchaseService(config, platform, logger, { relay: true }) : undefined;
+  let catalogueTail: { stop(): Promise<void> } | undefined;
+  let webhook;
+  if (apis.webhook) {
+    const catalogue = new Catalogue(await codecFor<EventTypeEntry>(platform.registry, 'eventType', topics.eventTypes));
+    catalogueTail = await tailTopic(platform.kafka, topics.eventTypes, `catalogue-${randomUUID()}`, (record) =>
+      catalogue.apply(record.value, record.key),
+    );
+    webhook = {
+      subscriptions: new SubscriptionStore(platform.db, requireSecrets(config)),
+      deliveries: new DeliveryStore(platform.db, config.webhook.historyRetentionMs),
+      idempotency: new IdempotencyStore(platform.db),
+      catalogue,
+      rules: {
+        allowHttp: config.webhook.allowHttp,
+        allowed: parseCidrs(config.webhook.allowedCidrs),
+        resolve: async (host: string) => (await lookup(host, { all: true })).map((entry) => entry.address),
+      },
+    };
+  }
+  const app = await buildGateway({
+    logger,
+    verifier,
+    integrators,
+    webhook,
+    purchase: purchase ? { store: purchase.store } : undefined,
+  });
+  await app.listen({ host: config.gateway.host, port: config.gateway.port });
+  logger.info({ baseUrl: config.gateway.baseUrl }, 'gateway listening');
+  return async () => {
+    await app.close();
+    await catalogueTail?.stop();
+    await purchase?.stop();
+    verifier.close?.();
+  };
+}

@@ -1,0 +1,190 @@
+import { createHash } from 'node:crypto';
+import type {} from '@fastify/swagger';
+import type { FastifyPluginAsync } from 'fastify';
+import type { Catalogue } from '../core/catalogue.ts';
+import type { Delivery } from '../core/deliveries/delivery.ts';
+import type { DeliveryStore } from '../core/deliveries/delivery-store.ts';
+import { ConflictError, NotFoundError } from '../core/errors.ts';
+import { newId } from '../core/ids.ts';
+import type { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
+import {
+  applySubscriptionInput,
+  blankSubscription,
+  subscriptionInputSchema,
+  subscriptionView,
+  type InputRules,
+  type SubscriptionInput,
+} from './subscription-input.ts';
+
+export interface WebhookRoutesOptions {
+  subscriptions: SubscriptionStore;
+  deliveries: DeliveryStore;
+  catalogue: Catalogue;
+  rules: Omit<InputRules, 'catalogue'>;
+  idempotency: {
+    find(tenantId: string, key: string): Promise<{ requestHash: string; subscriptionId: string } | undefined>;
+    save(tenantId: string, key: string, requestHash: string, subscriptionId: string): Promise<void>;
+  };
+}
+
+const idParams = {
+  type: 'object',
+  required: ['id'],
+  properties: { id: { type: 'string', minLength: 1, maxLength: 64 } },
+} as const;
+
+/** The webhook API under /CoreWebhook/REST/Webhooks (register inside a context that has the auth plugin). */
+export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (app, options) => {
+  const { subscriptions, deliveries, catalogue } = options;
+  const rules: InputRules = { ...options.rules, catalogue: () => catalogue.names() };
+
+  const load = async (tenantId: string, id: string) => {
+    const subscription = await subscriptions.get(tenantId, id);
+    if (!subscription) throw new NotFoundError('subscription', id);
+    return subscription;
+  };
+
+  app.post<{ Body: SubscriptionInput; Headers: { 'idempotency-key'?: string } }>(
+    '/Subscriptions',
+    {
+      schema: {
+        tags: ['Subscriptions'],
+        headers: {
+          type: 'object',
+          properties: { 'idempotency-key': { type: 'string', minLength: 1, maxLength: 255 } },
+        },
+        body: { ...subscriptionInputSchema, required: ['url', 'eventTypes'] },
+      },
+    },
+    async (request, reply) => {
+      const tenantId = request.principal.tenantId;
+      const key = request.headers['idempotency-key'];
+      const requestHash = createHash('sha256').update(JSON.stringify(request.body)).digest('base64');
+      if (key) {
+        const previous = await options.idempotency.find(tenantId, key);
+        if (previous && previous.requestHash !== requestHash) {
+          throw new ConflictError('Idempotency-Key was already used with a different request body');
+        }
+        const existing = previous && (await subscriptions.get(tenantId, previous.subscriptionId));
+        if (existing) {
+          return reply
+            .code(201)
+            .header('location', `./Subscriptions/${existing.id}`)
+            .header('idempotent-replayed', 'true')
+            .send(
+              subscriptionView(
+                existing,
+                existing.authenticationMode === 'Hmac' ? existing.secrets.hmacSecret : undefined,
+              ),
+            );
+        }
+      }
+      const now = new Date();
+      const { subscription, generatedSecret } = await applySubscriptionInput(
+        blankSubscription(tenantId, newId(), now),
+        request.body,
+        rules,
+        true,
+      );
+      await subscriptions.save(subscription);
+      if (key) await options.idempotency.save(tenantId, key, requestHash, subscription.id);
+      return reply
+        .code(201)
+        .header('location', `./Subscriptions/${subscription.id}`)
+        .send(subscriptionView(subscription, subscription.authenticationMode === 'Hmac' ? generatedSecret : undefined));
+    },
+  );
+
+  app.get('/Subscriptions', { schema: { tags: ['Subscriptions'] } }, async (request) => ({
+    items: (await subscriptions.listByTenant(request.principal.tenantId)).map((s) => subscriptionView(s)),
+    nextCursor: null,
+  }));
+
+  app.get<{ Params: { id: string } }>(
+    '/Subscriptions/:id',
+    { schema: { tags: ['Subscriptions'], params: idParams } },
+    async (request) => subscriptionView(await load(request.principal.tenantId, request.params.id)),
+  );
+
+  app.patch<{ Params: { id: string }; Body: SubscriptionInput }>(
+    '/Subscriptions/:id',
+    { schema: { tags: ['Subscriptions'], params: idParams, body: subscriptionInputSchema } },
+    async (request) => {
+      const current = await load(request.principal.tenantId, request.params.id);
+      const { subscription } = await applySubscriptionInput(current, request.body, rules, false);
+      subscription.updatedAt = new Date();
+      await subscriptions.save(subscription);
+      return subscriptionView(subscription);
+    },
+  );
+
+  app.delete<{ Params: { id: string } }>(
+    '/Subscriptions/:id',
+    { schema: { tags: ['Subscriptions'], params: idParams } },
+    async (request, reply) => {
+      await load(request.principal.tenantId, request.params.id);
+      await subscriptions.delete(request.principal.tenantId, request.params.id);
+      return reply.code(204).send();
+    },
+  );
+
+  app.patch<{ Params: { id: string }; Body: { status: 'enabled' | 'disabled' } }>(
+    '/Subscriptions/:id/status',
+    {
+      schema: {
+        tags: ['Subscriptions'],
+        params: idParams,
+        body: {
+          type: 'object',
+          required: ['status'],
+          additionalProperties: false,
+          properties: { status: { type: 'string', enum: ['enabled', 'disabled'] } },
+        },
+      },
+    },
+    async (request) => {
+      const { tenantId } = request.principal;
+      await load(tenantId, request.params.id);
+      await subscriptions.setStatus(tenantId, request.params.id, request.body.status, new Date());
+      return subscriptionView(await load(tenantId, request.params.id));
+    },
+  );
+
+  app.get('/EventTypes', { schema: { tags: ['EventTypes'] } }, async () => ({
+    items: catalogue.list(),
+    nextCursor: null,
+  }));
+
+  app.get<{ Params: { id: string } }>(
+    '/Deliveries/:id',
+    { schema: { tags: ['Deliveries'], params: idParams } },
+    async (request) => {
+      const { tenantId } = request.principal;
+      const delivery = await deliveries.get(tenantId, request.params.id);
+      if (!delivery) throw new NotFoundError('delivery', request.params.id);
+      const attempts = await deliveries.attempts(tenantId, delivery.id);
+      return {
+        ...deliveryView(delivery),
+        attempts: attempts.map((attempt) => ({ ...attempt, at: attempt.at.toISOString() })),
+      };
+    },
+  );
+};
+
+export function deliveryView(delivery: Delivery) {
+  return {
+    id: delivery.id,
+    eventId: delivery.eventId,
+    eventType: delivery.eventType,
+    subscriptionId: delivery.subscriptionId,
+    entityId: delivery.entityId,
+    status: delivery.status,
+    attemptCount: delivery.attemptCount,
+    lastStatusCode: delivery.lastStatusCode,
+    lastErrorMessage: delivery.lastErrorMessage,
+    nextRetryAt: delivery.nextRetryAt?.toISOString() ?? null,
+    queuedAt: delivery.queuedAt.toISOString(),
+    occurredAt: delivery.occurredAt,
+    replayOf: delivery.replayOf,
+  };
+}

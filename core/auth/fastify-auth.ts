@@ -1,0 +1,96 @@
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import fp from 'fastify-plugin';
+import { AuthError, type Principal } from './verifier.ts';
+
+type ApiName = 'webhook' | 'purchase';
+
+/** Which tenant a client is registered to as an integrator, per API. */
+export interface IntegratorDirectory {
+  /** tenant the client is registered to for this API, or undefined */
+  tenantOf(api: ApiName, clientId: string): Promise<string | undefined>;
+}
+
+export interface AuthPluginOptions {
+  api: ApiName;
+  verifier: { verify(authorizationHeader: string | undefined): Promise<Principal> };
+  integrators: IntegratorDirectory;
+  /** How long a registration lookup is reused, so a revoke takes effect within this time (default 5 s). */
+  integratorCacheTtlMs?: number;
+  /** Most registrations kept in the cache (default 10,000). */
+  integratorCacheSize?: number;
+  now?: () => number;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The authenticated caller; set on every route behind authPlugin. */
+    principal: Principal;
+  }
+}
+
+/**
+ * Authenticates every request of the encapsulation context it is registered in (fastify-plugin lifts the hook into
+ * that context, so register it inside the API's prefix plugin): 401 without a valid token, 403 when the token's
+ * client is not an integrator of this API for the token's tenant (spec, Authentication 6).
+ */
+const auth: FastifyPluginAsync<AuthPluginOptions> = async (app, opts) => {
+  const tenantOf = cachedLookup(opts);
+  if (!app.hasRequestDecorator('principal')) app.decorateRequest('principal', null as unknown as Principal);
+
+  app.addHook('onRequest', async (request, reply) => {
+    const authorization = request.headers.authorization;
+    let principal: Principal;
+    try {
+      principal = await opts.verifier.verify(authorization);
+    } catch (error) {
+      if (!(error instanceof AuthError)) throw error;
+      // RFC 6750 §3.1: no error code when the request carried no bearer token at all.
+      const challenge = error.code === 'TOKEN_MISSING' ? 'Bearer' : 'Bearer error="invalid_token"';
+      return sendProblem(reply.header('www-authenticate', challenge), 401, 'Unauthorized', error.message);
+    }
+    const registeredTenant = await tenantOf(principal.clientId);
+    if (registeredTenant === undefined) {
+      const detail = `client ${principal.clientId} is not registered as an integrator of the ${opts.api} API`;
+      return sendProblem(reply, 403, 'Forbidden', detail);
+    }
+    if (registeredTenant !== principal.tenantId) {
+      const detail = `client ${principal.clientId} is not registered to tenant ${principal.tenantId} on the ${opts.api} API`;
+      return sendProblem(reply, 403, 'Forbidden', detail);
+    }
+    request.principal = principal;
+  });
+};
+
+export const authPlugin = fp(auth, { name: 'core-auth', fastify: '5.x' });
+
+function sendProblem(reply: FastifyReply, status: 401 | 403, title: string, detail: string): FastifyReply {
+  return reply
+    .code(status)
+    .type('application/problem+json')
+    .send(JSON.stringify({ type: 'about:blank', title, status, detail }));
+}
+
+/** A short-lived, bounded cache in front of the directory; concurrent lookups of one client share one call. */
+function cachedLookup(opts: AuthPluginOptions): (clientId: string) => Promise<string | undefined> {
+  const ttl = opts.integratorCacheTtlMs ?? 5_000;
+  const maxSize = opts.integratorCacheSize ?? 10_000;
+  const now = opts.now ?? Date.now;
+  const entries = new Map<string, { expiresAt: number; tenant: Promise<string | undefined> }>();
+
+  return (clientId) => {
+    const at = now();
+    const hit = entries.get(clientId);
+    if (hit && hit.expiresAt > at) return hit.tenant;
+    entries.delete(clientId);
+    // Entries share one TTL, so the first in insertion order is the one closest to expiry.
+    if (entries.size >= maxSize) entries.delete(entries.keys().next().value as string);
+    const tenant = opts.integrators.tenantOf(opts.api, clientId);
+    const entry = { expiresAt: at + ttl, tenant };
+    entries.set(clientId, entry);
+    // A failed lookup is not remembered: the next request asks the directory again.
+    tenant.catch(() => {
+      if (entries.get(clientId) === entry) entries.delete(clientId);
+    });
+    return tenant;
+  };
+}

@@ -1,0 +1,67 @@
+// The only module that creates cassandra-driver clients; stores receive a client and prepare their statements.
+import { readdir, readFile } from 'node:fs/promises';
+import cassandra from 'cassandra-driver';
+import type { Config } from './config.ts';
+
+export type CassandraClient = cassandra.Client;
+export const { types } = cassandra;
+
+/** A client bound to the configured keyspace (which must exist: run migrations first). */
+/** `keyspace: null` connects without one (to create it). */
+export async function connectCassandra(config: Config, keyspace: string | null = config.cassandra.keyspace) {
+  const client = new cassandra.Client({
+    contactPoints: config.cassandra.contactPoints,
+    localDataCenter: config.cassandra.localDc,
+    keyspace: keyspace ?? undefined,
+    queryOptions: { consistency: cassandra.types.consistencies.localQuorum, prepare: true },
+    socketOptions: { readTimeout: 20_000, connectTimeout: 10_000 },
+    pooling: { coreConnectionsPerHost: { [cassandra.types.distance.local]: 2 } },
+  });
+  await client.connect();
+  return client;
+}
+
+/** Applies the versioned CQL files in core/migrations once each, recording them; safe to run concurrently. */
+export async function migrate(config: Config): Promise<{ applied: string[]; alreadyApplied: string[] }> {
+  const admin = await connectCassandra(config, null);
+  const { keyspace, replicationFactor } = config.cassandra;
+  try {
+    await admin.execute(
+      `CREATE KEYSPACE IF NOT EXISTS ${keyspace} WITH replication = ` +
+        `{'class': 'NetworkTopologyStrategy', '${config.cassandra.localDc}': ${replicationFactor}}`,
+    );
+    await admin.execute(
+      `CREATE TABLE IF NOT EXISTS ${keyspace}.schema_migrations (version text PRIMARY KEY, applied_at timestamp)`,
+    );
+    const done = new Set(
+      (await admin.execute(`SELECT version FROM ${keyspace}.schema_migrations`)).rows.map((row) => String(row.version)),
+    );
+    const directory = new URL('./migrations/', import.meta.url);
+    const files = (await readdir(directory)).filter((name) => name.endsWith('.cql')).sort();
+    const applied: string[] = [];
+    for (const file of files.filter((name) => !done.has(name))) {
+      const text = await readFile(new URL(file, directory), 'utf8');
+      for (const statement of splitStatements(text)) {
+        await admin.execute(statement.replace(/\b(CREATE TABLE IF NOT EXISTS) (\w+)/, `$1 ${keyspace}.$2`));
+      }
+      await admin.execute(`INSERT INTO ${keyspace}.schema_migrations (version, applied_at) VALUES (?, ?)`, [
+        file,
+        new Date(),
+      ]);
+      applied.push(file);
+    }
+    return { applied, alreadyApplied: files.filter((name) => done.has(name)) };
+  } finally {
+    await admin.shutdown();
+  }
+}
+
+function splitStatements(text: string): string[] {
+  return text
+    .split('\n')
+    .filter((line) => !line.trim().startsWith('--'))
+    .join('\n')
+    .split(/;\s*(?:\n|$)/)
+    .map((statement) => statement.trim())
+    .filter(Boolean);
+}

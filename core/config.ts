@@ -1,0 +1,224 @@
+import { formatDuration, parseDuration } from './duration.ts';
+
+/** Thrown when a configuration variable is missing or malformed; the message names the variable. */
+export class ConfigError extends Error {
+  readonly code = 'CONFIG_INVALID';
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`${variable}: ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** The whole configuration of every service, read once from the environment and frozen. */
+export interface Config {
+  readonly kafka: {
+    readonly brokers: string[];
+    readonly clientId: string;
+    readonly topicPrefix: string;
+    readonly partitions: number;
+    /** Topics the router consumes: the producers' integration-event topics. */
+    readonly sourceTopics: string[];
+  };
+  readonly cassandra: {
+    readonly contactPoints: string[];
+    readonly localDc: string;
+    readonly keyspace: string;
+    readonly replicationFactor: number;
+  };
+  readonly schemaRegistryUrl: string;
+  readonly gateway: { readonly baseUrl: string; readonly host: string; readonly port: number };
+  readonly auth: {
+    readonly url: string;
+    readonly issuer: string;
+    readonly audience: string;
+    readonly jwksUrl: string;
+    readonly tenantClaim: string;
+  };
+  /** AES-256-GCM keys for subscription secrets at rest; `current` encrypts, all decrypt. */
+  readonly secrets: { readonly currentKeyId: string; readonly keys: ReadonlyMap<string, Buffer> } | undefined;
+  readonly webhook: {
+    readonly retryDelaysMs: number[];
+    readonly deliveryLifetimeMs: number;
+    readonly attemptTimeoutMs: number;
+    readonly failureDayMs: number;
+    readonly autoDisableAfterDays: number;
+    readonly payloadLimitBytes: number;
+    readonly allowHttp: boolean;
+    readonly allowedCidrs: string[];
+    readonly subscriptionCacheTtlMs: number;
+    readonly historyRetentionMs: number;
+  };
+  readonly dispatcher: { readonly maxInFlight: number; readonly maxInFlightPerSubscription: number };
+  readonly metricsPort: number;
+  readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
+}
+
+type Env = Record<string, string | undefined>;
+
+/** Reads and validates every variable; throws ConfigError naming the first bad one. */
+export function loadConfig(env: Env = process.env): Config {
+  const read = reader(env);
+  const authUrl = read.url('AUTH_URL', 'http://127.0.0.1:8088');
+  const issuer = read.string('AUTH_ISSUER', `${authUrl.replace(/\/$/, '')}/`);
+  const gatewayBaseUrl = read.url('GATEWAY_BASE_URL', 'http://127.0.0.1:8080');
+  const gatewayUrl = new URL(gatewayBaseUrl);
+  const topicPrefix = read.string('KAFKA_TOPIC_PREFIX', '');
+  const config: Config = {
+    kafka: {
+      brokers: read.list('KAFKA_BROKERS', ['127.0.0.1:9092']),
+      clientId: read.string('KAFKA_CLIENT_ID', 'core-webhooks'),
+      topicPrefix,
+      partitions: read.integer('KAFKA_PARTITIONS', 6, 1, 1000),
+      sourceTopics: read.list('ROUTER_SOURCE_TOPICS', [`${topicPrefix}purchase.events`]),
+    },
+    cassandra: {
+      contactPoints: read.list('CASSANDRA_CONTACT_POINTS', ['127.0.0.1:9042']),
+      localDc: read.string('CASSANDRA_LOCAL_DC', 'datacenter1'),
+      keyspace: read.identifier('CASSANDRA_KEYSPACE', 'core_webhooks'),
+      replicationFactor: read.integer('CASSANDRA_REPLICATION_FACTOR', 1, 1, 9),
+    },
+    schemaRegistryUrl: read.url('SCHEMA_REGISTRY_URL', 'http://127.0.0.1:8081/apis/ccompat/v7'),
+    gateway: {
+      baseUrl: gatewayBaseUrl.replace(/\/$/, ''),
+      host: read.string('GATEWAY_HOST', '127.0.0.1'),
+      port: read.integer('GATEWAY_PORT', Number(gatewayUrl.port || 80), 0, 65535),
+    },
+    auth: {
+      url: authUrl.replace(/\/$/, ''),
+      issuer,
+      audience: read.string('AUTH_AUDIENCE', 'core-api'),
+      jwksUrl: read.url('AUTH_JWKS_URL', `${issuer.replace(/\/$/, '')}/.well-known/jwks.json`),
+      tenantClaim: read.string('AUTH_TENANT_CLAIM', 'tenant_id'),
+    },
+    secrets: readSecrets(env),
+    webhook: {
+      retryDelaysMs: read.durations('WEBHOOK_RETRY_DELAYS', '1m,2m,4m,8m,16m,32m,64m,128m,4h'),
+      deliveryLifetimeMs: read.duration('WEBHOOK_DELIVERY_LIFETIME', '24h'),
+      attemptTimeoutMs: read.duration('WEBHOOK_ATTEMPT_TIMEOUT', '30s'),
+      failureDayMs: read.duration('WEBHOOK_FAILURE_DAY', '24h'),
+      autoDisableAfterDays: read.integer('WEBHOOK_AUTO_DISABLE_AFTER_DAYS', 10, 1, 10_000),
+      payloadLimitBytes: read.integer('WEBHOOK_PAYLOAD_LIMIT_BYTES', 204_800, 0, 100_000_000),
+      allowHttp: read.boolean('WEBHOOK_ALLOW_HTTP', false),
+      allowedCidrs: read.list('WEBHOOK_ALLOWED_CIDRS', []),
+      subscriptionCacheTtlMs: read.duration('WEBHOOK_SUBSCRIPTION_CACHE_TTL', '1s'),
+      historyRetentionMs: read.duration('WEBHOOK_HISTORY_RETENTION', '30d'),
+    },
+    dispatcher: {
+      maxInFlight: read.integer('DISPATCHER_MAX_IN_FLIGHT', 500, 1, 100_000),
+      maxInFlightPerSubscription: read.integer('DISPATCHER_MAX_IN_FLIGHT_PER_SUBSCRIPTION', 20, 1, 10_000),
+    },
+    metricsPort: read.integer('METRICS_PORT', 0, 0, 65535),
+    logLevel: read.oneOf('LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
+  };
+  return deepFreeze(config);
+}
+
+/** The secrets keys, or a ConfigError naming SECRETS_KEY for the services that need them. */
+export function requireSecrets(config: Config): NonNullable<Config['secrets']> {
+  if (!config.secrets)
+    throw new ConfigError('SECRETS_KEY', 'required (32 bytes, base64) to encrypt subscription secrets');
+  return config.secrets;
+}
+
+/** Name of the retry topic for a delay, e.g. `webhook.deliveries.retry.1m`. */
+export function retryTopicName(prefix: string, delayMs: number): string {
+  return `${prefix}webhook.deliveries.retry.${formatDuration(delayMs)}`;
+}
+
+function readSecrets(env: Env): Config['secrets'] {
+  const current = env.SECRETS_KEY;
+  if (current === undefined || current === '') return undefined;
+  const currentKeyId = env.SECRETS_KEY_ID || 'k1';
+  const keys = new Map<string, Buffer>([[currentKeyId, decodeKey('SECRETS_KEY', current)]]);
+  // Older keys stay readable during rotation: SECRETS_PREVIOUS_KEYS=k0:<base64>,…
+  for (const entry of (env.SECRETS_PREVIOUS_KEYS ?? '').split(',').filter(Boolean)) {
+    const [id, key] = entry.split(':');
+    if (!id || !key) throw new ConfigError('SECRETS_PREVIOUS_KEYS', `expected id:base64key, got "${entry}"`);
+    keys.set(id, decodeKey('SECRETS_PREVIOUS_KEYS', key));
+  }
+  return { currentKeyId, keys };
+}
+
+function decodeKey(variable: string, text: string): Buffer {
+  const key = Buffer.from(text, 'base64');
+  if (key.length !== 32)
+    throw new ConfigError(variable, `must be 32 bytes encoded in base64 (got ${key.length} bytes)`);
+  return key;
+}
+
+function reader(env: Env) {
+  const raw = (name: string): string | undefined => {
+    const value = env[name];
+    return value === undefined || value.trim() === '' ? undefined : value.trim();
+  };
+  const duration = (name: string, fallback: string): number => {
+    const text = raw(name) ?? fallback;
+    const ms = parseDuration(text);
+    if (ms === undefined) throw new ConfigError(name, `"${text}" is not a duration such as 500ms, 30s, 4h or 30d`);
+    return ms;
+  };
+  return {
+    string: (name: string, fallback: string) => raw(name) ?? fallback,
+    identifier: (name: string, fallback: string) => {
+      const value = raw(name) ?? fallback;
+      if (!/^[a-z][a-z0-9_]{0,47}$/.test(value))
+        throw new ConfigError(name, `"${value}" is not a lower-case identifier`);
+      return value;
+    },
+    url: (name: string, fallback: string) => {
+      const value = raw(name) ?? fallback;
+      if (!URL.canParse(value)) throw new ConfigError(name, `"${value}" is not an absolute URL`);
+      return value;
+    },
+    list: (name: string, fallback: string[]) => {
+      const value = raw(name);
+      return value === undefined
+        ? fallback
+        : value
+            .split(',')
+            .map((item) => item.trim())
+            .filter(Boolean);
+    },
+    integer: (name: string, fallback: number, min: number, max: number) => {
+      const text = raw(name);
+      if (text === undefined) return fallback;
+      const value = Number(text);
+      if (!Number.isInteger(value) || value < min || value > max) {
+        throw new ConfigError(name, `"${text}" is not an integer between ${min} and ${max}`);
+      }
+      return value;
+    },
+    boolean: (name: string, fallback: boolean) => {
+      const text = raw(name);
+      if (text === undefined) return fallback;
+      if (text !== 'true' && text !== 'false') throw new ConfigError(name, `"${text}" must be true or false`);
+      return text === 'true';
+    },
+    oneOf: <T extends string>(name: string, values: readonly T[], fallback: T): T => {
+      const text = raw(name) ?? fallback;
+      if (!values.includes(text as T)) throw new ConfigError(name, `"${text}" must be one of ${values.join(', ')}`);
+      return text as T;
+    },
+    duration,
+    durations: (name: string, fallback: string) => {
+      const text = raw(name) ?? fallback;
+      const items = text.split(',').map((item) => item.trim());
+      return items.map((item) => {
+        const ms = parseDuration(item);
+        if (ms === undefined) throw new ConfigError(name, `"${item}" is not a duration such as 1m or 4h`);
+        return ms;
+      });
+    },
+  };
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !(value instanceof Map) && !Buffer.isBuffer(value)) {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}

@@ -1,0 +1,261 @@
+import type { CassandraClient } from '../cassandra.ts';
+import type { Attempt, Delivery, DeliveryStatus, StoredEvent } from './delivery.ts';
+
+const HOUR = 3_600_000;
+
+/** Cassandra store of events, deliveries, attempts and the history index tables. */
+export class DeliveryStore {
+  private readonly ttlSeconds: number;
+
+  constructor(
+    private readonly db: CassandraClient,
+    retentionMs: number,
+  ) {
+    this.ttlSeconds = Math.max(1, Math.round(retentionMs / 1000));
+  }
+
+  /**
+   * Records an event and its new deliveries. `writeTime` (epoch ms) is derived from the source record so that routing
+   * the same event again rewrites identical cells with the same timestamp and never rolls back a later status update.
+   */
+  async createDeliveries(event: StoredEvent, deliveries: Delivery[], writeTime: number): Promise<void> {
+    const options = { prepare: true as const, timestamp: writeTime * 1000 };
+    const ttl = this.ttlSeconds;
+    const writes: Promise<unknown>[] = [
+      this.db.execute(
+        `INSERT INTO events (tenant_id, event_id, event_type, occurred_at, entity_id, reference, resource_url, payload)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl}`,
+        [
+          event.tenantId,
+          event.eventId,
+          event.eventType,
+          event.occurredAt,
+          event.entityId,
+          event.reference,
+          event.resourceUrl,
+          event.payload,
+        ],
+        options,
+      ),
+    ];
+    for (const delivery of deliveries) writes.push(this.insertDelivery(delivery, options));
+    await Promise.all(writes);
+  }
+
+  /** Writes a new delivery series (routing or replay) with its index rows. */
+  insertDelivery(delivery: Delivery, options: { prepare: true; timestamp?: number } = { prepare: true }) {
+    const ttl = this.ttlSeconds;
+    const { tenantId, id, queuedAt } = delivery;
+    const hour = Math.floor(queuedAt.getTime() / HOUR);
+    return Promise.all([
+      this.db.execute(
+        `INSERT INTO deliveries (tenant_id, id, event_id, event_type, subscription_id, entity_id, status, attempt_count,
+          last_status_code, last_error_message, next_retry_at, queued_at, occurred_at, replay_of, signature)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl}`,
+        [
+          tenantId,
+          id,
+          delivery.eventId,
+          delivery.eventType,
+          delivery.subscriptionId,
+          delivery.entityId,
+          delivery.status,
+          delivery.attemptCount,
+          delivery.lastStatusCode,
+          delivery.lastErrorMessage,
+          delivery.nextRetryAt,
+          queuedAt,
+          delivery.occurredAt,
+          delivery.replayOf,
+          delivery.signature,
+        ],
+        options,
+      ),
+      this.db.execute(
+        `INSERT INTO deliveries_by_tenant (tenant_id, hour, queued_at, delivery_id) VALUES (?, ?, ?, ?) USING TTL ${ttl}`,
+        [tenantId, hour, queuedAt, id],
+        options,
+      ),
+      this.db.execute(
+        `INSERT INTO deliveries_by_subscription (tenant_id, subscription_id, hour, queued_at, delivery_id)
+         VALUES (?, ?, ?, ?, ?) USING TTL ${ttl}`,
+        [tenantId, delivery.subscriptionId, hour, queuedAt, id],
+        options,
+      ),
+      this.db.execute(
+        `INSERT INTO deliveries_by_event_type (tenant_id, event_type, hour, queued_at, delivery_id)
+         VALUES (?, ?, ?, ?, ?) USING TTL ${ttl}`,
+        [tenantId, delivery.eventType, hour, queuedAt, id],
+        options,
+      ),
+      this.db.execute(
+        `INSERT INTO deliveries_by_event (tenant_id, event_id, queued_at, delivery_id) VALUES (?, ?, ?, ?) USING TTL ${ttl}`,
+        [tenantId, delivery.eventId, queuedAt, id],
+        options,
+      ),
+    ]);
+  }
+
+  /** Records one attempt and the delivery's resulting state. */
+  async recordAttempt(
+    tenantId: string,
+    deliveryId: string,
+    attempt: Attempt,
+    next: { status: DeliveryStatus; nextRetryAt: Date | null },
+  ): Promise<void> {
+    const ttl = this.ttlSeconds;
+    await Promise.all([
+      this.db.execute(
+        `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, at, status_code, error_message, duration_ms)
+         VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl}`,
+        [
+          tenantId,
+          deliveryId,
+          attempt.attempt,
+          attempt.at,
+          attempt.statusCode,
+          attempt.errorMessage,
+          attempt.durationMs,
+        ],
+      ),
+      this.db.execute(
+        `UPDATE deliveries USING TTL ${ttl} SET status = ?, attempt_count = ?, last_status_code = ?,
+          last_error_message = ?, next_retry_at = ? WHERE tenant_id = ? AND id = ?`,
+        [
+          next.status,
+          attempt.attempt,
+          attempt.statusCode,
+          attempt.errorMessage,
+          next.nextRetryAt,
+          tenantId,
+          deliveryId,
+        ],
+      ),
+    ]);
+  }
+
+  /** Ends a series without an attempt (abandoned at the deadline, superseded, subscription disabled). */
+  async finish(tenantId: string, deliveryId: string, status: DeliveryStatus, errorMessage: string | null) {
+    await this.db.execute(
+      `UPDATE deliveries USING TTL ${this.ttlSeconds} SET status = ?, next_retry_at = null,
+        last_error_message = ? WHERE tenant_id = ? AND id = ?`,
+      [status, errorMessage, tenantId, deliveryId],
+    );
+  }
+
+  async get(tenantId: string, id: string): Promise<Delivery | undefined> {
+    const row = (
+      await this.db.execute('SELECT * FROM deliveries WHERE tenant_id = ? AND id = ?', [tenantId, id])
+    ).first();
+    return row ? fromRow(row) : undefined;
+  }
+
+  async attempts(tenantId: string, deliveryId: string): Promise<Attempt[]> {
+    const result = await this.db.execute('SELECT * FROM delivery_attempts WHERE tenant_id = ? AND delivery_id = ?', [
+      tenantId,
+      deliveryId,
+    ]);
+    return result.rows.map((row) => ({
+      attempt: Number(row.attempt),
+      at: row.at as Date,
+      statusCode: (row.status_code as number | null) ?? null,
+      errorMessage: (row.error_message as string | null) ?? null,
+      durationMs: Number(row.duration_ms ?? 0),
+    }));
+  }
+
+  async getEvent(tenantId: string, eventId: string): Promise<StoredEvent | undefined> {
+    const row = (
+      await this.db.execute('SELECT * FROM events WHERE tenant_id = ? AND event_id = ?', [tenantId, eventId])
+    ).first();
+    if (!row) return undefined;
+    return {
+      tenantId,
+      eventId,
+      eventType: String(row.event_type),
+      occurredAt: String(row.occurred_at),
+      entityId: String(row.entity_id),
+      reference: (row.reference as string | null) ?? null,
+      resourceUrl: String(row.resource_url),
+      payload: row.payload as Buffer,
+    };
+  }
+
+  /** Marks this delivery as the latest for its entity on a superseding subscription. */
+  async markLatestForEntity(delivery: Delivery, writeTime: number): Promise<void> {
+    await this.db.execute(
+      `INSERT INTO latest_entity_deliveries (tenant_id, subscription_id, entity_id, delivery_id, occurred_at)
+       VALUES (?, ?, ?, ?, ?) USING TTL ${this.ttlSeconds}`,
+      [delivery.tenantId, delivery.subscriptionId, delivery.entityId, delivery.id, delivery.occurredAt],
+      { prepare: true, timestamp: writeTime * 1000 },
+    );
+  }
+
+  async latestForEntity(tenantId: string, subscriptionId: string, entityId: string) {
+    const row = (
+      await this.db.execute(
+        'SELECT delivery_id, occurred_at FROM latest_entity_deliveries WHERE tenant_id = ? AND subscription_id = ? AND entity_id = ?',
+        [tenantId, subscriptionId, entityId],
+      )
+    ).first();
+    return row ? { deliveryId: String(row.delivery_id), occurredAt: String(row.occurred_at) } : undefined;
+  }
+
+  /** Newest-first ids from one hour partition of an index, strictly older than `before` when given. */
+  async indexPage(
+    index: { table: 'tenant' | 'subscription' | 'eventType'; tenantId: string; key?: string },
+    hour: number,
+    before: { queuedAt: Date; id: string } | undefined,
+    limit: number,
+  ): Promise<{ queuedAt: Date; id: string }[]> {
+    const table = {
+      tenant: 'deliveries_by_tenant',
+      subscription: 'deliveries_by_subscription',
+      eventType: 'deliveries_by_event_type',
+    }[index.table];
+    const keyColumn = { tenant: '', subscription: ' AND subscription_id = ?', eventType: ' AND event_type = ?' }[
+      index.table
+    ];
+    const params: unknown[] = [index.tenantId, ...(index.key === undefined ? [] : [index.key]), hour];
+    let where = `tenant_id = ?${keyColumn} AND hour = ?`;
+    if (before) {
+      where += ' AND (queued_at, delivery_id) < (?, ?)';
+      params.push(before.queuedAt, before.id);
+    }
+    const result = await this.db.execute(
+      `SELECT queued_at, delivery_id FROM ${table} WHERE ${where} LIMIT ${limit}`,
+      params,
+    );
+    return result.rows.map((row) => ({ queuedAt: row.queued_at as Date, id: String(row.delivery_id) }));
+  }
+
+  async eventIndex(tenantId: string, eventId: string): Promise<{ queuedAt: Date; id: string }[]> {
+    const result = await this.db.execute(
+      'SELECT queued_at, delivery_id FROM deliveries_by_event WHERE tenant_id = ? AND event_id = ?',
+      [tenantId, eventId],
+    );
+    return result.rows.map((row) => ({ queuedAt: row.queued_at as Date, id: String(row.delivery_id) }));
+  }
+}
+
+function fromRow(row: Record<string, unknown>): Delivery {
+  return {
+    tenantId: String(row.tenant_id),
+    id: String(row.id),
+    eventId: String(row.event_id),
+    eventType: String(row.event_type),
+    subscriptionId: String(row.subscription_id),
+    entityId: String(row.entity_id),
+    status: row.status as DeliveryStatus,
+    attemptCount: Number(row.attempt_count ?? 0),
+    lastStatusCode: (row.last_status_code as number | null) ?? null,
+    lastErrorMessage: (row.last_error_message as string | null) ?? null,
+    nextRetryAt: (row.next_retry_at as Date | null) ?? null,
+    queuedAt: row.queued_at as Date,
+    occurredAt: String(row.occurred_at),
+    replayOf: (row.replay_of as string | null) ?? null,
+    signature: (row.signature as string | null) ?? null,
+  };
+}
+
+export { HOUR };

@@ -1,0 +1,41 @@
+export type DeliveryStatus = 'queued' | 'retrying' | 'acknowledged' | 'abandoned' | 'superseded';
+
+/** A delivery series as the history shows it. */
+export interface Delivery {
+  tenantId: string;
+  id: string;
+  eventId: string;
+  eventType: string;
+  subscriptionId: string;
+  entityId: string;
+  status: DeliveryStatus;
+  attemptCount: number;
+  lastStatusCode: number | null;
+  lastErrorMessage: string | null;
+  nextRetryAt: Date | null;
+  queuedAt: Date;
+  occurredAt: string;
+  replayOf: string | null;
+  signature: string | null;
+}
+
+/** One attempt of a series; immutable once written. */
+export interface Attempt {
+  attempt: number;
+  at: Date;
+  statusCode: number | null;
+  errorMessage: string | null;
+  durationMs: number;
+}
+
+/** The integration event as the router received it; envelopes are rebuilt from it byte for byte. */
+export interface StoredEvent {
+  tenantId: string;
+  eventId: string;
+  eventType: string;
+  occurredAt: string;
+  entityId: string;
+  reference: string | null;
+  resourceUrl: string;
+  payload: Buffer;
+}

@@ -1,0 +1,36 @@
+import { createHmac } from 'node:crypto';
+
+/** The fields of a WebhookEventEnvelope other than the payload. */
+export interface EnvelopeFields {
+  eventId: string;
+  eventType: string;
+  occurredAt: string;
+  entityId: string;
+  reference: string | null;
+  resourceUrl: string;
+  subscriptionId: string;
+}
+
+/**
+ * Builds the request body as bytes around the producer's payload bytes, in the spec's field order, so the payload is
+ * forwarded byte for byte (never parsed and re-serialized). Above `payloadLimitBytes` the payload is omitted.
+ */
+export function buildEnvelope(fields: EnvelopeFields, payload: Buffer, payloadLimitBytes: number): Buffer {
+  const omitted = payload.length > payloadLimitBytes;
+  const head =
+    `{"eventId":${JSON.stringify(fields.eventId)}` +
+    `,"eventType":${JSON.stringify(fields.eventType)}` +
+    `,"occurredAt":${JSON.stringify(fields.occurredAt)}` +
+    `,"entityId":${JSON.stringify(fields.entityId)}` +
+    `,"reference":${JSON.stringify(fields.reference)}` +
+    `,"resourceUrl":${JSON.stringify(fields.resourceUrl)}` +
+    `,"subscriptionId":${JSON.stringify(fields.subscriptionId)}` +
+    `,"payload":`;
+  const tail = `,"payloadOmitted":${omitted}}`;
+  return Buffer.concat([Buffer.from(head, 'utf8'), omitted ? Buffer.from('null') : payload, Buffer.from(tail, 'utf8')]);
+}
+
+/** Base64 HMAC-SHA256 of the raw body with the subscription secret (spec "Hmac signature"). */
+export function signBody(secret: string, body: Buffer): string {
+  return createHmac('sha256', Buffer.from(secret, 'utf8')).update(body).digest('base64');
+}

@@ -1,0 +1,25 @@
+/** Domain errors with stable codes; one HTTP error handler maps them to problem+json. */
+export abstract class DomainError extends Error {
+  abstract readonly code: string;
+}
+
+export class NotFoundError extends DomainError {
+  readonly code = 'NOT_FOUND';
+  constructor(what: string, id: string) {
+    super(`${what} ${id} was not found`);
+  }
+}
+
+export class ConflictError extends DomainError {
+  readonly code = 'CONFLICT';
+}
+
+/** Input that is well-formed JSON but breaks a rule; each entry names the field. */
+export class InvalidInputError extends DomainError {
+  readonly code = 'INVALID_INPUT';
+  constructor(readonly errors: { path: string; message: string }[]) {
+    super(errors.map((error) => `${error.path}: ${error.message}`).join('; '));
+  }
+}
+
+export const ERROR_CODES = ['NOT_FOUND', 'CONFLICT', 'INVALID_INPUT'] as const;

@@ -1,0 +1,15 @@
+import { createHash, randomUUID } from 'node:crypto';
+
+/** A new random identifier. */
+export function newId(): string {
+  return randomUUID();
+}
+
+/**
+ * A delivery id that is the same every time the same event is routed to the same subscription, so reprocessing an
+ * event after a crash rewrites the same delivery instead of starting a second series. Formatted as a v8 UUID.
+ */
+export function deliveryIdFor(eventId: string, subscriptionId: string): string {
+  const hex = createHash('sha256').update(`${eventId}\u0000${subscriptionId}`).digest('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-${((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16)}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}

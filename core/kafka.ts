@@ -1,0 +1,404 @@
+// The only module that imports kafkajs: producers, consumers, offsets and heartbeats live here.
+import {
+  Kafka,
+  logLevel,
+  Partitioners,
+  type Admin,
+  type Consumer,
+  type IHeaders,
+  type LogEntry,
+  type Producer,
+} from 'kafkajs';
+import type { Logger } from './log.ts';
+
+/** A record read from Kafka, as handlers see it. */
+export interface ConsumedRecord {
+  topic: string;
+  partition: number;
+  offset: string;
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: Record<string, string>;
+  timestamp: number;
+}
+
+/** A record to publish. */
+export interface OutgoingRecord {
+  topic: string;
+  key: string;
+  value: Buffer | null;
+  headers?: Record<string, string>;
+}
+
+export function createKafka(brokers: string[], clientId: string, logger: Logger): Kafka {
+  const levels: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
+    [logLevel.ERROR]: 'error',
+    [logLevel.WARN]: 'warn',
+    [logLevel.INFO]: 'debug',
+    [logLevel.DEBUG]: 'debug',
+  };
+  return new Kafka({
+    clientId,
+    brokers,
+    logLevel: logLevel.WARN,
+    logCreator:
+      () =>
+      ({ level, label, log }: LogEntry) => {
+        const { message, ...extra } = log;
+        // A rebalance or a lost coordinator is routine for a consumer group: keep them out of error logs.
+        logger[levels[level] ?? 'info']({ kafka: label, ...extra }, `kafka: ${message}`);
+      },
+    retry: { initialRetryTime: 200, retries: 10 },
+  });
+}
+
+/** Publishes records with an idempotent producer and acks=all, batching concurrent calls into one request. */
+export class Publisher {
+  private pending: { records: OutgoingRecord[]; done: (error?: unknown) => void }[] = [];
+  private sending: Promise<void> | undefined;
+
+  private constructor(private readonly producer: Producer) {}
+
+  static async connect(kafka: Kafka): Promise<Publisher> {
+    // kafkajs has no linger: at most one request is in flight and everything queued meanwhile rides in the next.
+    // Idempotence needs unbounded retries: a send waits out a broker outage rather than giving up on a record.
+    const producer = kafka.producer({
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+      createPartitioner: Partitioners.DefaultPartitioner,
+      retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: 200, maxRetryTime: 5_000 },
+    });
+    await producer.connect();
+    return new Publisher(producer);
+  }
+
+  /** Resolves once Kafka has acknowledged every record (acks=all). */
+  publish(records: OutgoingRecord[]): Promise<void> {
+    if (records.length === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.pending.push({ records, done: (error) => (error ? reject(error) : resolve()) });
+      if (!this.sending) this.sending = this.drain();
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.sending;
+    await this.producer.disconnect();
+  }
+
+  private async drain(): Promise<void> {
+    while (this.pending.length > 0) {
+      const batch = this.pending.splice(0, 500);
+      const byTopic = new Map<string, { key: string; value: Buffer | null; headers?: IHeaders }[]>();
+      for (const record of batch.flatMap((entry) => entry.records)) {
+        const messages = byTopic.get(record.topic) ?? [];
+        messages.push({ key: record.key, value: record.value, headers: record.headers });
+        byTopic.set(record.topic, messages);
+      }
+      try {
+        await this.producer.sendBatch({
+          acks: -1,
+          topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
+        });
+        for (const entry of batch) entry.done();
+      } catch (error) {
+        for (const entry of batch) entry.done(error);
+      }
+    }
+    this.sending = undefined;
+  }
+}
+
+/** What a handler wants done with a record it was handed. */
+export interface ConsumerOptions {
+  groupId: string;
+  topics: string[];
+  /** Resolves once the record's outcome is durable; only then can its offset be committed. */
+  handle: (record: ConsumedRecord) => Promise<void>;
+  /** Epoch ms before which the record must not be handled (retry tiers); the partition is paused until then. */
+  dueAt?: (record: ConsumedRecord) => number | undefined;
+  /** Records handled at once across all partitions. */
+  maxInFlight: number;
+  /** Key of the concurrency lane a record belongs to (e.g. subscription id) and that lane's limit. */
+  lane?: { of: (record: ConsumedRecord) => string; limit: number };
+  /** Run from the newest offsets when the group has none (tests and benchmarks start from the beginning). */
+  fromBeginning?: boolean;
+  logger: Logger;
+}
+
+/**
+ * Runs a consumer group that hands records to `handle` concurrently and commits, per partition, only the contiguous
+ * prefix of records whose outcome is durable. A record that is not yet due pauses its partition until it is.
+ */
+export class ConsumerRunner {
+  private consumer: Consumer | undefined;
+  private inFlight = 0;
+  private readonly lanes = new Map<string, { active: number; waiting: (() => void)[] }>();
+  private readonly trackers = new Map<string, OffsetTracker>();
+  private readonly capacityWaiters: (() => void)[] = [];
+  private readonly resumeTimers = new Set<NodeJS.Timeout>();
+  private readonly idle: (() => void)[] = [];
+  private stopping = false;
+  private commitTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly kafka: Kafka,
+    private readonly options: ConsumerOptions,
+  ) {}
+
+  get activeCount(): number {
+    return this.inFlight;
+  }
+
+  async start(): Promise<void> {
+    const { groupId, topics, fromBeginning = false } = this.options;
+    const consumer = this.kafka.consumer({ groupId, allowAutoTopicCreation: false, maxWaitTimeInMs: 100 });
+    this.consumer = consumer;
+    // A new generation starts from the committed offsets: forget what the previous one tracked.
+    consumer.on(consumer.events.GROUP_JOIN, () => this.trackers.clear());
+    await consumer.connect();
+    await consumer.subscribe({ topics, fromBeginning });
+    await consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: 4,
+      eachBatch: async ({ batch, resolveOffset, heartbeat, pause, isRunning, isStale }) => {
+        for (const message of batch.messages) {
+          if (!isRunning() || isStale() || this.stopping) return;
+          const record = toRecord(batch.topic, batch.partition, message);
+          const due = this.options.dueAt?.(record);
+          if (due !== undefined && due > Date.now()) {
+            // Leave the record unresolved so the fetch resumes from it, and wake the partition when it is due.
+            const resume = pause();
+            const timer = setTimeout(() => {
+              this.resumeTimers.delete(timer);
+              resume();
+            }, due - Date.now());
+            this.resumeTimers.add(timer);
+            return;
+          }
+          await this.waitForCapacity(heartbeat);
+          const tracker = this.tracker(batch.topic, batch.partition);
+          tracker.begin(message.offset);
+          resolveOffset(message.offset);
+          void this.run(record).then(() => tracker.finish(message.offset));
+        }
+        await heartbeat();
+      },
+    });
+    this.commitTimer = setInterval(() => void this.commit(), 200);
+  }
+
+  /** Stops fetching, waits for in-flight records, commits what finished, and leaves the group. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const timer of this.resumeTimers) clearTimeout(timer);
+    await this.consumer?.pause(this.options.topics.map((topic) => ({ topic })));
+    if (this.inFlight > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
+    clearInterval(this.commitTimer);
+    await this.commit();
+    await this.consumer?.disconnect();
+  }
+
+  /** Commits the finished prefix of every partition; an error (rebalance) only delays it to the next call. */
+  async commit(): Promise<void> {
+    const offsets = [...this.trackers.values()].flatMap((tracker) => tracker.takeCommittable());
+    if (offsets.length === 0 || !this.consumer) return;
+    try {
+      await this.consumer.commitOffsets(offsets);
+    } catch (error) {
+      this.options.logger.warn({ err: error }, 'offset commit failed; the records will be handled again');
+    }
+  }
+
+  private async run(record: ConsumedRecord): Promise<void> {
+    const laneKey = this.options.lane?.of(record);
+    const lane = laneKey === undefined ? undefined : this.enterLane(laneKey);
+    try {
+      if (lane) await lane;
+      await this.handleUntilDurable(record);
+    } finally {
+      if (laneKey !== undefined) this.leaveLane(laneKey);
+      this.inFlight -= 1;
+      this.capacityWaiters.shift()?.();
+      if (this.inFlight === 0) for (const resolve of this.idle.splice(0)) resolve();
+    }
+  }
+
+  /** A handler error means the outcome is not durable yet (store or broker down): try again, never skip. */
+  private async handleUntilDurable(record: ConsumedRecord): Promise<void> {
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        return await this.options.handle(record);
+      } catch (error) {
+        const delay = Math.min(200 * 2 ** attempt, 10_000);
+        this.options.logger.error(
+          { err: error, topic: record.topic, partition: record.partition, offset: record.offset, retryInMs: delay },
+          'handler failed; retrying the record',
+        );
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
+  }
+
+  private async waitForCapacity(heartbeat: () => Promise<void>): Promise<void> {
+    while (this.inFlight >= this.options.maxInFlight) {
+      await Promise.race([
+        new Promise<void>((resolve) => this.capacityWaiters.push(resolve)),
+        new Promise((resolve) => setTimeout(resolve, 1_000)),
+      ]);
+      await heartbeat();
+    }
+    this.inFlight += 1;
+  }
+
+  private enterLane(key: string): Promise<void> | undefined {
+    const lane = this.lanes.get(key) ?? { active: 0, waiting: [] };
+    this.lanes.set(key, lane);
+    if (lane.active < (this.options.lane?.limit ?? Infinity)) {
+      lane.active += 1;
+      return undefined;
+    }
+    return new Promise((resolve) => lane.waiting.push(resolve));
+  }
+
+  private leaveLane(key: string): void {
+    const lane = this.lanes.get(key);
+    if (!lane) return;
+    const next = lane.waiting.shift();
+    if (next)
+      next(); // the slot passes straight to the next waiter
+    else if (--lane.active === 0) this.lanes.delete(key);
+  }
+
+  private tracker(topic: string, partition: number): OffsetTracker {
+    const key = `${topic}\u0000${partition}`;
+    let tracker = this.trackers.get(key);
+    if (!tracker) {
+      tracker = new OffsetTracker(topic, partition);
+      this.trackers.set(key, tracker);
+    }
+    return tracker;
+  }
+}
+
+/** Tracks the records of one partition in flight and yields the offset up to which all have finished. */
+export class OffsetTracker {
+  private readonly open: bigint[] = [];
+  private readonly finished = new Set<bigint>();
+  private highest = -1n;
+  private committed = -1n;
+
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+  ) {}
+
+  begin(offset: string): void {
+    const value = BigInt(offset);
+    this.open.push(value);
+    if (value > this.highest) this.highest = value;
+  }
+
+  finish(offset: string): void {
+    this.finished.add(BigInt(offset));
+  }
+
+  /** The commit (next offset to read) for the finished prefix, once per advance. */
+  takeCommittable(): { topic: string; partition: number; offset: string }[] {
+    while (this.open.length > 0 && this.finished.has(this.open[0]!)) this.finished.delete(this.open.shift()!);
+    const next = this.open.length > 0 ? this.open[0]! : this.highest + 1n;
+    if (this.highest < 0n || next <= this.committed) return [];
+    this.committed = next;
+    return [{ topic: this.topic, partition: this.partition, offset: next.toString() }];
+  }
+}
+
+function toRecord(
+  topic: string,
+  partition: number,
+  message: { offset: string; key: Buffer | null; value: Buffer | null; headers?: IHeaders; timestamp: string },
+): ConsumedRecord {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(message.headers ?? {})) {
+    if (value !== undefined) headers[name] = Buffer.isBuffer(value) ? value.toString('utf8') : String(value);
+  }
+  return {
+    topic,
+    partition,
+    offset: message.offset,
+    key: message.key,
+    value: message.value,
+    headers,
+    timestamp: Number(message.timestamp),
+  };
+}
+
+/** Creates or widens topics; existing topics keep their data. */
+export async function applyTopics(
+  kafka: Kafka,
+  topics: { name: string; partitions: number; config?: Record<string, string> }[],
+): Promise<{ created: string[]; unchanged: string[] }> {
+  const admin: Admin = kafka.admin();
+  await admin.connect();
+  try {
+    const existing = new Set(await admin.listTopics());
+    const missing = topics.filter((topic) => !existing.has(topic.name));
+    if (missing.length > 0) {
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: missing.map((topic) => ({
+          topic: topic.name,
+          numPartitions: topic.partitions,
+          replicationFactor: -1,
+          configEntries: Object.entries(topic.config ?? {}).map(([name, value]) => ({ name, value })),
+        })),
+      });
+    }
+    const present = topics.filter((topic) => existing.has(topic.name));
+    if (present.length > 0) {
+      const metadata = await admin.fetchTopicMetadata({ topics: present.map((topic) => topic.name) });
+      const grow = present.filter((topic) => {
+        const found = metadata.topics.find((entry) => entry.name === topic.name);
+        return found !== undefined && found.partitions.length < topic.partitions;
+      });
+      if (grow.length > 0) {
+        await admin.createPartitions({ topicPartitions: grow.map((t) => ({ topic: t.name, count: t.partitions })) });
+      }
+      const configured = present.filter((topic) => topic.config && Object.keys(topic.config).length > 0);
+      if (configured.length > 0) {
+        await admin.alterConfigs({
+          validateOnly: false,
+          resources: configured.map((topic) => ({
+            type: 2, // ConfigResourceTypes.TOPIC
+            name: topic.name,
+            configEntries: Object.entries(topic.config ?? {}).map(([name, value]) => ({ name, value })),
+          })),
+        });
+      }
+    }
+    return { created: missing.map((t) => t.name), unchanged: present.map((t) => t.name) };
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export type { Kafka };
+
+/** Follows a (compacted) topic from its beginning in a throwaway group, calling `onRecord` for every record. */
+export async function tailTopic(
+  kafka: Kafka,
+  topic: string,
+  groupId: string,
+  onRecord: (record: ConsumedRecord) => Promise<void>,
+): Promise<{ stop(): Promise<void> }> {
+  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200 });
+  await consumer.connect();
+  await consumer.subscribe({ topics: [topic], fromBeginning: true });
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ topic: name, partition, message }) => onRecord(toRecord(name, partition, message)),
+  });
+  return { stop: () => consumer.disconnect() };
+}

@@ -1,0 +1,49 @@
+import type { Config } from './config.ts';
+import { connectCassandra, type CassandraClient } from './cassandra.ts';
+import { createKafka, type Kafka } from './kafka.ts';
+import type { Logger } from './log.ts';
+import { createRegistry } from './registry.ts';
+import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
+
+/** Connections every service shares: Kafka, Cassandra and the schema registry. */
+export interface Platform {
+  kafka: Kafka;
+  db: CassandraClient;
+  registry: SchemaRegistry;
+  close(): Promise<void>;
+}
+
+export async function connectPlatform(config: Config, logger: Logger, clientId: string): Promise<Platform> {
+  const db = await connectCassandra(config);
+  return {
+    kafka: createKafka(config.kafka.brokers, `${config.kafka.clientId}-${clientId}`, logger),
+    db,
+    registry: createRegistry(config.schemaRegistryUrl),
+    close: () => db.shutdown(),
+  };
+}
+
+/** Runs `start` and stops what it returned on SIGTERM or SIGINT, closing resources in reverse order. */
+export function runUntilSignalled(logger: Logger, start: () => Promise<() => Promise<void>>): void {
+  start()
+    .then((stop) => {
+      let stopping = false;
+      const shutdown = (signal: string) => {
+        if (stopping) return;
+        stopping = true;
+        logger.info({ signal }, 'stopping');
+        stop()
+          .then(() => process.exit(0))
+          .catch((error: unknown) => {
+            logger.error({ err: error }, 'stop failed');
+            process.exit(1);
+          });
+      };
+      process.on('SIGTERM', () => shutdown('SIGTERM'));
+      process.on('SIGINT', () => shutdown('SIGINT'));
+    })
+    .catch((error: unknown) => {
+      logger.fatal({ err: error }, 'start failed');
+      process.exit(1);
+    });
+}

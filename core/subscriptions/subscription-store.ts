@@ -1,0 +1,143 @@
+import type { CassandraClient } from '../cassandra.ts';
+import { open, seal, type SecretKeys } from '../secret-box.ts';
+import type { Subscription, SubscriptionSecrets } from './subscription.ts';
+
+/** Cassandra store of subscriptions; one partition per tenant. Secrets are sealed with AES-256-GCM. */
+export class SubscriptionStore {
+  constructor(
+    private readonly db: CassandraClient,
+    private readonly keys: SecretKeys,
+  ) {}
+
+  /** Every subscription of a tenant (one partition read). */
+  async listByTenant(tenantId: string): Promise<Subscription[]> {
+    const result = await this.db.execute('SELECT * FROM subscriptions WHERE tenant_id = ?', [tenantId]);
+    return result.rows.map((row) => this.fromRow(row));
+  }
+
+  async get(tenantId: string, id: string): Promise<Subscription | undefined> {
+    const result = await this.db.execute('SELECT * FROM subscriptions WHERE tenant_id = ? AND id = ?', [tenantId, id]);
+    const row = result.first();
+    return row ? this.fromRow(row) : undefined;
+  }
+
+  async save(subscription: Subscription): Promise<void> {
+    const { keyId, sealed } = seal(
+      this.keys,
+      JSON.stringify(subscription.secrets),
+      `${subscription.tenantId}/${subscription.id}`,
+    );
+    await this.db.execute(
+      `INSERT INTO subscriptions (tenant_id, id, url, event_types, authentication_mode, signature_header_name,
+        api_key_header_name, oauth2_token_url, oauth2_client_id, oauth2_audience, oauth2_scope, secrets, secrets_key_id,
+        supersede_pending_deliveries, description, status, failure_days, last_failure_window, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [
+        subscription.tenantId,
+        subscription.id,
+        subscription.url,
+        subscription.eventTypes,
+        subscription.authenticationMode,
+        subscription.signatureHeaderName,
+        subscription.apiKeyHeaderName,
+        subscription.oauth2?.tokenUrl ?? null,
+        subscription.oauth2?.clientId ?? null,
+        subscription.oauth2?.audience ?? null,
+        subscription.oauth2?.scope ?? null,
+        sealed,
+        keyId,
+        subscription.supersedePendingDeliveries,
+        subscription.description,
+        subscription.status,
+        subscription.failureDays,
+        subscription.lastFailureWindow,
+        subscription.createdAt,
+        subscription.updatedAt,
+      ],
+    );
+  }
+
+  async delete(tenantId: string, id: string): Promise<void> {
+    await this.db.execute('DELETE FROM subscriptions WHERE tenant_id = ? AND id = ?', [tenantId, id]);
+  }
+
+  /** Sets the status; enabling resets the failure-day counter (spec: re-enable resets it to zero). */
+  async setStatus(tenantId: string, id: string, status: 'enabled' | 'disabled', now: Date): Promise<void> {
+    await this.db.execute(
+      status === 'enabled'
+        ? 'UPDATE subscriptions SET status = ?, failure_days = 0, last_failure_window = null, updated_at = ? WHERE tenant_id = ? AND id = ?'
+        : 'UPDATE subscriptions SET status = ?, updated_at = ? WHERE tenant_id = ? AND id = ?',
+      [status, now, tenantId, id],
+    );
+  }
+
+  /** Any successful delivery resets the counter; skipped when it is already zero so the hot path stays a read. */
+  async resetFailureDays(tenantId: string, id: string): Promise<void> {
+    await this.db.execute(
+      'UPDATE subscriptions SET failure_days = 0, last_failure_window = null WHERE tenant_id = ? AND id = ? IF EXISTS',
+      [tenantId, id],
+    );
+  }
+
+  /**
+   * Counts the failure-day window `windowStart` once (compare-and-set, so concurrent abandonments in one window count
+   * once) and disables the subscription when the counter reaches `disableAt`. Returns the new state.
+   */
+  async recordFailureDay(
+    tenantId: string,
+    id: string,
+    windowStart: number,
+    disableAt: number,
+  ): Promise<{ failureDays: number; disabled: boolean } | undefined> {
+    for (;;) {
+      const current = await this.get(tenantId, id);
+      if (!current) return undefined;
+      if (current.lastFailureWindow !== null && current.lastFailureWindow >= windowStart) {
+        return { failureDays: current.failureDays, disabled: current.status === 'disabled' };
+      }
+      const failureDays = current.failureDays + 1;
+      const status = failureDays >= disableAt ? 'disabled' : current.status;
+      const result = await this.db.execute(
+        `UPDATE subscriptions SET failure_days = ?, last_failure_window = ?, status = ?
+         WHERE tenant_id = ? AND id = ? IF last_failure_window = ?`,
+        [failureDays, windowStart, status, tenantId, id, current.lastFailureWindow],
+      );
+      if (result.wasApplied()) return { failureDays, disabled: status === 'disabled' };
+    }
+  }
+
+  private fromRow(row: Record<string, unknown>): Subscription {
+    const tenantId = String(row.tenant_id);
+    const id = String(row.id);
+    const sealed = row.secrets as Buffer | null;
+    const secrets: SubscriptionSecrets = sealed
+      ? (JSON.parse(open(this.keys, String(row.secrets_key_id), sealed, `${tenantId}/${id}`)) as SubscriptionSecrets)
+      : {};
+    const lastWindow = row.last_failure_window as { toNumber(): number } | null;
+    return {
+      tenantId,
+      id,
+      url: String(row.url),
+      eventTypes: (row.event_types as string[] | null) ?? [],
+      authenticationMode: row.authentication_mode as Subscription['authenticationMode'],
+      signatureHeaderName: String(row.signature_header_name),
+      apiKeyHeaderName: (row.api_key_header_name as string | null) ?? null,
+      oauth2: row.oauth2_token_url
+        ? {
+            tokenUrl: String(row.oauth2_token_url),
+            clientId: String(row.oauth2_client_id),
+            audience: (row.oauth2_audience as string | null) ?? null,
+            scope: (row.oauth2_scope as string | null) ?? null,
+          }
+        : null,
+      secrets,
+      supersedePendingDeliveries: row.supersede_pending_deliveries === true,
+      description: (row.description as string | null) ?? null,
+      status: row.status === 'disabled' ? 'disabled' : 'enabled',
+      failureDays: Number(row.failure_days ?? 0),
+      lastFailureWindow: lastWindow ? lastWindow.toNumber() : null,
+      createdAt: row.created_at as Date,
+      updatedAt: row.updated_at as Date,
+    };
+  }
+}

@@ -1,0 +1,33 @@
+/** How the service authenticates to a subscriber endpoint. */
+export type AuthenticationMode = 'None' | 'ApiKey' | 'Hmac' | 'OAuth2';
+export type SubscriptionStatus = 'enabled' | 'disabled';
+
+/** Write-only fields, sealed at rest and never returned (the Hmac secret only at creation and rotation). */
+export interface SubscriptionSecrets {
+  hmacSecret?: string;
+  apiKey?: string;
+  oauth2ClientSecret?: string;
+}
+
+/** A subscription as the services use it, secrets opened. */
+export interface Subscription {
+  tenantId: string;
+  id: string;
+  url: string;
+  eventTypes: string[];
+  authenticationMode: AuthenticationMode;
+  signatureHeaderName: string;
+  apiKeyHeaderName: string | null;
+  oauth2: { tokenUrl: string; clientId: string; audience: string | null; scope: string | null } | null;
+  secrets: SubscriptionSecrets;
+  supersedePendingDeliveries: boolean;
+  description: string | null;
+  status: SubscriptionStatus;
+  failureDays: number;
+  /** Start (epoch ms) of the last failure-day window counted, or null. */
+  lastFailureWindow: number | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export const DEFAULT_SIGNATURE_HEADER = 'X-Webhook-Signature';

@@ -1,0 +1,97 @@
+import { request } from 'undici';
+import { requireSecrets, type Config } from '../core/config.ts';
+import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
+import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import { ConsumerRunner, Publisher } from '../core/kafka.ts';
+import type { Logger } from '../core/log.ts';
+import type { Platform } from '../core/platform.ts';
+import { codecFor } from '../core/registry.ts';
+import { parseCidrs } from '../core/ssrf.ts';
+import { SubscriptionCache } from '../core/subscriptions/subscription-cache.ts';
+import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
+import { topicNames } from '../core/topics.ts';
+import { createAuthHeaders } from './auth-headers.ts';
+import { createDeliveryHandler } from './delivery-handler.ts';
+import { createGuardedAgent, createSender } from './http-sender.ts';
+
+/** Starts a dispatcher on the deliveries topic and every retry tier. Returns its stop function. */
+export async function startDispatcher(
+  config: Config,
+  platform: Platform,
+  logger: Logger,
+): Promise<() => Promise<void>> {
+  const topics = topicNames(config);
+  const { webhook } = config;
+  const allowed = parseCidrs(webhook.allowedCidrs);
+  const agent = createGuardedAgent(allowed, webhook.attemptTimeoutMs);
+  const subscriptionStore = new SubscriptionStore(platform.db, requireSecrets(config));
+  const cache = new SubscriptionCache(
+    (tenantId) => subscriptionStore.listByTenant(tenantId),
+    webhook.subscriptionCacheTtlMs,
+  );
+  const codec = await codecFor<DeliveryRecord>(platform.registry, 'delivery', topics.deliveries);
+  for (const tier of topics.retries) await codecFor<DeliveryRecord>(platform.registry, 'delivery', tier.topic);
+  const publisher = await Publisher.connect(platform.kafka);
+  const send = createSender(agent, allowed, webhook.attemptTimeoutMs);
+
+  const handle = createDeliveryHandler({
+    subscriptions: {
+      get: (tenantId, id) => cache.get(tenantId, id),
+      resetFailureDays: (tenantId, id) => subscriptionStore.resetFailureDays(tenantId, id),
+      recordFailureDay: (tenantId, id, window, disableAt) =>
+        subscriptionStore.recordFailureDay(tenantId, id, window, disableAt),
+    },
+    attempts: new DeliveryStore(platform.db, webhook.historyRetentionMs),
+    scheduleRetry: async (tier, record) =>
+      publisher.publish([
+        {
+          topic: topics.retries[tier]!.topic,
+          key: record.subscriptionId,
+          value: await codec.encode(record),
+          // The due time rides in a header so a tier can pause without decoding the record.
+          headers: { 'due-at': String(record.dueAt) },
+        },
+      ]),
+    send,
+    authHeaders: createAuthHeaders(async ({ tokenUrl, body }) => {
+      const response = await request(tokenUrl, {
+        method: 'POST',
+        dispatcher: agent,
+        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+        body,
+        signal: AbortSignal.timeout(webhook.attemptTimeoutMs),
+      });
+      const answer = (await response.body.json()) as { access_token?: string; expires_in?: number };
+      if (response.statusCode !== 200 || typeof answer.access_token !== 'string') {
+        throw new Error(`token endpoint answered ${response.statusCode}`);
+      }
+      return { accessToken: answer.access_token, expiresInSeconds: Number(answer.expires_in ?? 300) };
+    }),
+    logger,
+    settings: webhook,
+  });
+
+  const consumer = new ConsumerRunner(platform.kafka, {
+    groupId: `${config.kafka.topicPrefix}webhook-dispatcher`,
+    topics: [topics.deliveries, ...topics.retries.map((tier) => tier.topic)],
+    maxInFlight: config.dispatcher.maxInFlight,
+    lane: { of: (record) => record.key?.toString('utf8') ?? '', limit: config.dispatcher.maxInFlightPerSubscription },
+    fromBeginning: true,
+    logger,
+    dueAt: (record) => {
+      const due = record.headers['due-at'];
+      return due === undefined ? undefined : Number(due);
+    },
+    handle: async (record) => {
+      if (!record.value) return;
+      await handle(await codec.decode(record.value));
+    },
+  });
+  await consumer.start();
+  logger.info({ topics: [topics.deliveries, ...topics.retries.map((t) => t.topic)] }, 'dispatcher started');
+  return async () => {
+    await consumer.stop();
+    await publisher.close();
+    await agent.close();
+  };
+}

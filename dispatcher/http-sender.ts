@@ -1,0 +1,85 @@
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { isIP } from 'node:net';
+import { Agent, request, type Dispatcher } from 'undici';
+import { blockedReason, type Cidr } from '../core/ssrf.ts';
+import type { AttemptResult } from './outcome.ts';
+
+/** An outbound POST; the caller builds headers and body. */
+export interface OutboundRequest {
+  url: string;
+  headers: Record<string, string>;
+  body: Buffer | string;
+}
+
+/** Sends one attempt; never throws for the subscriber's failures, they are results. */
+export type Sender = (outbound: OutboundRequest) => Promise<AttemptResult>;
+
+/**
+ * An undici agent with keep-alive pools per origin whose DNS lookup refuses blocked addresses, so the address actually
+ * connected to passes the SSRF rules at connect time (DNS rebinding).
+ */
+export function createGuardedAgent(allowed: Cidr[], connectTimeoutMs: number): Agent {
+  const lookup = (
+    hostname: string,
+    options: object,
+    callback: (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
+  ) => {
+    dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
+      if (error) return callback(error, []);
+      const list = addresses as LookupAddress[];
+      const blocked = list.map((entry) => blockedReason(entry.address, allowed)).find(Boolean);
+      if (blocked) return callback(Object.assign(new Error(`blocked address: ${blocked}`), { code: 'EBLOCKED' }), []);
+      if ((options as { all?: boolean }).all) return callback(null, list);
+      return callback(null, list[0]!.address, list[0]!.family);
+    });
+  };
+  return new Agent({
+    connect: { lookup, timeout: connectTimeoutMs },
+    keepAliveTimeout: 30_000,
+    connections: 64,
+    pipelining: 1,
+  });
+}
+
+/** POSTs with a whole-attempt deadline; redirects are failures; the response body is drained, never read. */
+export function createSender(dispatcher: Dispatcher, allowed: Cidr[], timeoutMs: number): Sender {
+  return async ({ url, headers, body }) => {
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+    // A literal IP never goes through DNS lookup: check it here.
+    const literalBlock = isIP(host) ? blockedReason(host, allowed) : undefined;
+    if (literalBlock) return { statusCode: null, errorMessage: `blocked address: ${literalBlock}`, durationMs: 0 };
+    const signal = AbortSignal.timeout(timeoutMs);
+    try {
+      const response = await request(url, {
+        method: 'POST',
+        headers,
+        body,
+        dispatcher,
+        signal,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      });
+      await response.body.dump({ limit: 64 * 1024, signal });
+      return { statusCode: response.statusCode, errorMessage: errorFor(response.statusCode), durationMs: elapsed() };
+    } catch (error) {
+      return { statusCode: null, errorMessage: describe(error, timeoutMs), durationMs: elapsed() };
+    }
+  };
+}
+
+function errorFor(status: number): string | null {
+  if (status >= 200 && status < 300) return null;
+  if (status >= 300 && status < 400) return `HTTP ${status}: redirects are not followed`;
+  return `HTTP ${status}`;
+}
+
+function describe(error: unknown, timeoutMs: number): string {
+  const err = error as { name?: string; code?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (err.name === 'TimeoutError' || err.code === 'UND_ERR_HEADERS_TIMEOUT' || err.code === 'UND_ERR_BODY_TIMEOUT') {
+    return `no answer within ${timeoutMs} ms`;
+  }
+  const cause = err.cause?.message ?? err.message ?? String(error);
+  return `${err.cause?.code ?? err.code ?? 'ERROR'}: ${cause}`;
+}

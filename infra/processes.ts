@@ -1,0 +1,64 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/** A service started as its own Node process, with its output in a log file. */
+export interface ServiceProcess {
+  name: string;
+  child: ChildProcess;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process has exited. */
+  stop(graceMs?: number): Promise<void>;
+  exited: Promise<number | null>;
+}
+
+/** Runs `<entry>` (a .ts file relative to the repo) with tsx under the given environment. */
+export function spawnService(name: string, entry: string, env: NodeJS.ProcessEnv, logFile: string): ServiceProcess {
+  mkdirSync(path.dirname(logFile), { recursive: true });
+  const log = createWriteStream(logFile, { flags: 'a' });
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, entry)], {
+    cwd: repoRoot,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout?.pipe(log);
+  child.stderr?.pipe(log);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    name,
+    child,
+    exited,
+    stop: async (graceMs = 20_000) => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** Polls `url` until it answers below 500, or fails with `what` after `timeoutMs`. */
+export async function waitForHttp(
+  url: string,
+  what: string,
+  timeoutMs: number,
+  exited?: Promise<unknown>,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let gone = false;
+  void exited?.then(() => (gone = true));
+  while (Date.now() < deadline) {
+    if (gone) throw new Error(`${what} exited before it was ready`);
+    try {
+      const response = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+      if (response.status < 500) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error(`${what} was not ready at ${url} within ${timeoutMs} ms`);
+}

@@ -1,0 +1,36 @@
+import { migrate } from '../core/cassandra.ts';
+import type { Config } from '../core/config.ts';
+import { applyTopics, createKafka } from '../core/kafka.ts';
+import type { Logger } from '../core/log.ts';
+import { codecFor, createRegistry, type SchemaName } from '../core/registry.ts';
+import { topicLayout, topicNames } from '../core/topics.ts';
+
+/** Applies CQL migrations; idempotent. */
+export const applyMigrations = (config: Config) => migrate(config);
+
+/** Creates or widens every topic; idempotent. */
+export async function applyTopicLayout(config: Config, logger: Logger) {
+  return applyTopics(createKafka(config.kafka.brokers, `${config.kafka.clientId}-admin`, logger), topicLayout(config));
+}
+
+/** Registers each Avro schema under the subject of every topic that carries it; registering again changes nothing. */
+export async function registerSchemas(config: Config): Promise<{ subject: string; schema: string }[]> {
+  const registry = createRegistry(config.schemaRegistryUrl);
+  const topics = topicNames(config);
+  const subjects: [SchemaName, string][] = [
+    ['integrationEvent', topics.purchaseEvents],
+    ['eventType', topics.eventTypes],
+    ['delivery', topics.deliveries],
+    ...topics.retries.map(({ topic }) => ['delivery', topic] as [SchemaName, string]),
+  ];
+  for (const [name, topic] of subjects) await codecFor(registry, name, topic);
+  return subjects.map(([schema, topic]) => ({ subject: `${topic}-value`, schema }));
+}
+
+/** Everything a fresh environment needs before the services start. */
+export async function provision(config: Config, logger: Logger) {
+  const migrations = await applyMigrations(config);
+  const topics = await applyTopicLayout(config, logger);
+  const schemas = await registerSchemas(config);
+  return { migrations, topics, schemas };
+}

@@ -1,0 +1,15 @@
+import { loadConfig } from '../core/config.ts';
+import { createLogger } from '../core/log.ts';
+import { connectPlatform, runUntilSignalled } from '../core/platform.ts';
+import { startRouter } from './router-service.ts';
+
+const config = loadConfig();
+const logger = createLogger('router', config.logLevel);
+runUntilSignalled(logger, async () => {
+  const platform = await connectPlatform(config, logger, 'router');
+  const stop = await startRouter(config, platform, logger);
+  return async () => {
+    await stop();
+    await platform.close();
+  };
+});

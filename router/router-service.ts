@@ -1,0 +1,64 @@
+import type { Config } from '../core/config.ts';
+import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
+import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import { ConsumerRunner, Publisher } from '../core/kafka.ts';
+import type { Logger } from '../core/log.ts';
+import type { Platform } from '../core/platform.ts';
+import { codecFor } from '../core/registry.ts';
+import { SubscriptionCache } from '../core/subscriptions/subscription-cache.ts';
+import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
+import { topicNames } from '../core/topics.ts';
+import { requireSecrets } from '../core/config.ts';
+import { routeEvent } from './event-router.ts';
+import type { StoredEvent } from '../core/deliveries/delivery.ts';
+
+interface IntegrationEvent extends Omit<StoredEvent, 'payload'> {
+  payload: Buffer;
+}
+
+/** Starts a router: consumes the producers' event topics and writes deliveries. Returns its stop function. */
+export async function startRouter(config: Config, platform: Platform, logger: Logger): Promise<() => Promise<void>> {
+  const topics = topicNames(config);
+  const subscriptions = new SubscriptionStore(platform.db, requireSecrets(config));
+  const cache = new SubscriptionCache(
+    (tenantId) => subscriptions.listByTenant(tenantId),
+    config.webhook.subscriptionCacheTtlMs,
+  );
+  const store = new DeliveryStore(platform.db, config.webhook.historyRetentionMs);
+  const deliveryCodec = await codecFor<DeliveryRecord>(platform.registry, 'delivery', topics.deliveries);
+  const eventCodec = await codecFor<IntegrationEvent>(platform.registry, 'integrationEvent', topics.purchaseEvents);
+  const publisher = await Publisher.connect(platform.kafka);
+  const consumer = new ConsumerRunner(platform.kafka, {
+    groupId: `${config.kafka.topicPrefix}webhook-router`,
+    topics: config.kafka.sourceTopics,
+    maxInFlight: 200,
+    fromBeginning: true,
+    logger,
+    handle: async (record) => {
+      if (!record.value) return;
+      const event = await eventCodec.decode(record.value);
+      const routed = await routeEvent({ ...event, reference: event.reference ?? null }, record.timestamp, {
+        subscriptionsOf: (tenantId) => cache.forTenant(tenantId),
+        store,
+        payloadLimitBytes: config.webhook.payloadLimitBytes,
+        publish: async (records) =>
+          publisher.publish(
+            await Promise.all(
+              records.map(async (delivery) => ({
+                topic: topics.deliveries,
+                key: delivery.subscriptionId,
+                value: await deliveryCodec.encode(delivery),
+              })),
+            ),
+          ),
+      });
+      logger.info({ eventId: event.eventId, eventType: event.eventType, deliveries: routed.length }, 'event routed');
+    },
+  });
+  await consumer.start();
+  logger.info({ topics: config.kafka.sourceTopics }, 'router started');
+  return async () => {
+    await consumer.stop();
+    await publisher.close();
+  };
+}

@@ -1,0 +1,51 @@
+// Provisions an isolated world for one test run: a random keyspace and topic prefix on real Kafka, Cassandra and
+// schema registry. The servers come from the environment (set by test/support/run-tests.ts) or are started here.
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { connectCassandra } from '../../core/cassandra.ts';
+import { loadConfig } from '../../core/config.ts';
+import { createKafka } from '../../core/kafka.ts';
+import { createLogger } from '../../core/log.ts';
+import { topicLayout } from '../../core/topics.ts';
+import { repoRoot } from '../../infra/processes.ts';
+import { provision } from '../../infra/provision.ts';
+import { ensureServers } from '../../infra/servers.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    testEnv: Record<string, string>;
+  }
+}
+
+export default async function setup(project: TestProject) {
+  const servers = await ensureServers({ root: path.join(repoRoot, '.local') });
+  const run = randomBytes(4).toString('hex');
+  const env: Record<string, string> = {
+    KAFKA_BROKERS: servers.kafkaBrokers.join(','),
+    CASSANDRA_CONTACT_POINTS: servers.cassandraContactPoints.join(','),
+    CASSANDRA_LOCAL_DC: servers.cassandraLocalDc,
+    SCHEMA_REGISTRY_URL: servers.schemaRegistryUrl,
+    CASSANDRA_KEYSPACE: `test_${project.name.replace(/\W/g, '')}_${run}`,
+    KAFKA_TOPIC_PREFIX: `test.${project.name}.${run}.`,
+    KAFKA_PARTITIONS: '3',
+    SECRETS_KEY: randomBytes(32).toString('base64'),
+    LOG_LEVEL: 'debug',
+  };
+  const config = loadConfig(env);
+  const logger = createLogger('test-setup', 'warn');
+  await provision(config, logger);
+  project.provide('testEnv', env);
+
+  return async () => {
+    // Leave nothing behind on a developer's long-lived local servers.
+    const admin = createKafka(config.kafka.brokers, 'test-teardown', logger).admin();
+    await admin.connect();
+    await admin.deleteTopics({ topics: topicLayout(config).map((topic) => topic.name) }).catch(() => undefined);
+    await admin.disconnect();
+    const db = await connectCassandra(config, null);
+    await db.execute(`DROP KEYSPACE IF EXISTS ${config.cassandra.keyspace}`).catch(() => undefined);
+    await db.shutdown();
+    await servers.stop();
+  };
+}

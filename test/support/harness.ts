@@ -1,0 +1,143 @@
+// Helpers for integration and end-to-end tests: the dev identity provider in-process, real HTTP receivers on
+// 127.0.0.1, the services as processes, and waitFor instead of sleeps.
+import { randomBytes } from 'node:crypto';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { inject } from 'vitest';
+import { connectCassandra, type CassandraClient } from '../../core/cassandra.ts';
+import { loadConfig } from '../../core/config.ts';
+import { IntegratorStore, type ApiName } from '../../core/integrators/integrator-store.ts';
+import { ClientStore } from '../../infra/client-store.ts';
+import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/identity-provider.ts';
+import { repoRoot, spawnService, waitForHttp, type ServiceProcess } from '../../infra/processes.ts';
+
+export const testEnv = () => inject('testEnv');
+
+/** Polls `probe` until it returns a value other than undefined/false. */
+export async function waitFor<T>(
+  probe: () => Promise<T | undefined | false> | T | undefined | false,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined && value !== false) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+}
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The dev identity provider on a random port, with helpers to make registered clients and tokens. */
+export async function startIdentityProvider(env: Record<string, string>) {
+  const config = loadConfig(env);
+  const db: CassandraClient = await connectCassandra(config);
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const clients = new ClientStore(db);
+  const integrators = new IntegratorStore(db);
+  const app = buildIdentityProvider({
+    issuer: `${url}/`,
+    key: await loadOrCreateSigningKey(path.join(repoRoot, '.local', 'test-idp-key.json')),
+    clients,
+    defaultAudience: 'core-api',
+  });
+  await app.listen({ host: '127.0.0.1', port });
+  return {
+    url,
+    integrators,
+    /** A client of `tenantId`, registered as integrator on `apis`. */
+    async client(tenantId: string, apis: ApiName[] = ['webhook', 'purchase']) {
+      const clientId = `client-${randomBytes(4).toString('hex')}`;
+      const clientSecret = randomBytes(12).toString('hex');
+      await clients.create(clientId, clientSecret, tenantId);
+      for (const api of apis) await integrators.register(api, clientId, tenantId);
+      return { clientId, clientSecret };
+    },
+    async token(client: { clientId: string; clientSecret: string }, audience = 'core-api'): Promise<string> {
+      const response = await fetch(`${url}/oauth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          client_id: client.clientId,
+          client_secret: client.clientSecret,
+          audience,
+          grant_type: 'client_credentials',
+        }),
+      });
+      const body = (await response.json()) as { access_token: string };
+      return body.access_token;
+    },
+    async close() {
+      await app.close();
+      await db.shutdown();
+    },
+  };
+}
+
+export interface ReceivedRequest {
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+  at: number;
+}
+
+/** A real HTTP receiver on 127.0.0.1 that records every request and answers with `respond` (default 204). */
+export async function startReceiver(
+  respond: (request: ReceivedRequest) => number | Promise<number> = () => 204,
+): Promise<{ url: string; received: ReceivedRequest[]; close(): Promise<void>; server: Server }> {
+  const received: ReceivedRequest[] = [];
+  const server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const entry = { url: request.url ?? '', headers: request.headers, body: Buffer.concat(chunks), at: Date.now() };
+      received.push(entry);
+      void Promise.resolve(respond(entry)).then((status) => response.writeHead(status).end('ignored body'));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/hooks`,
+    received,
+    server,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** The gateway, router and dispatcher as separate processes on the test's keyspace and topics. */
+export async function startServices(env: Record<string, string>, names: ('gateway' | 'router' | 'dispatcher')[]) {
+  const entries = { gateway: 'api/main.ts', router: 'router/main.ts', dispatcher: 'dispatcher/main.ts' };
+  const logs = path.join(repoRoot, '.local', 'logs', 'tests');
+  const services: ServiceProcess[] = names.map((name) =>
+    spawnService(
+      name,
+      entries[name],
+      { ...process.env, ...env },
+      path.join(logs, `${name}-${env.CASSANDRA_KEYSPACE}.log`),
+    ),
+  );
+  if (names.includes('gateway')) {
+    const gateway = services[names.indexOf('gateway')]!;
+    await waitForHttp(`${env.GATEWAY_BASE_URL}/health`, 'gateway', 60_000, gateway.exited);
+  }
+  return {
+    services,
+    stop: () => Promise.all(services.map((service) => service.stop())),
+  };
+}

@@ -1,0 +1,46 @@
+// `npm test` after the static checks: starts (or reuses) the local servers once for every test project, runs
+// vitest, stops what it started, and ends with the plain "N passed, N failed" line CI reads.
+import { spawn } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { repoRoot } from '../../infra/processes.ts';
+import { ensureServers } from '../../infra/servers.ts';
+
+const started = Date.now();
+const servers = await ensureServers({
+  root: path.join(repoRoot, '.local'),
+  progress: (line) => console.log(`[servers] ${line}`),
+});
+const report = path.join(repoRoot, '.local', 'vitest-report.json');
+rmSync(report, { force: true });
+const env = {
+  ...process.env,
+  KAFKA_BROKERS: servers.kafkaBrokers.join(','),
+  CASSANDRA_CONTACT_POINTS: servers.cassandraContactPoints.join(','),
+  CASSANDRA_LOCAL_DC: servers.cassandraLocalDc,
+  SCHEMA_REGISTRY_URL: servers.schemaRegistryUrl,
+};
+const args = [
+  'vitest',
+  'run',
+  '--reporter=default',
+  '--reporter=json',
+  `--outputFile.json=${report}`,
+  ...process.argv.slice(2),
+];
+const code = await new Promise<number>((resolve) => {
+  const child = spawn('npx', args, { cwd: repoRoot, env, stdio: 'inherit' });
+  child.on('exit', (exitCode) => resolve(exitCode ?? 1));
+});
+await servers.stop();
+let summary = 'no test report was written';
+try {
+  const result = JSON.parse(readFileSync(report, 'utf8')) as { numPassedTests: number; numFailedTests: number };
+  summary = `${result.numPassedTests} passed, ${result.numFailedTests} failed`;
+  if (result.numPassedTests === 0) summary += ' (no test ran)';
+} catch {
+  // vitest crashed before writing its report: the exit code says it failed
+}
+console.log(`\ntest suite took ${((Date.now() - started) / 1000).toFixed(0)} s`);
+console.log(summary);
+process.exit(code !== 0 || summary.includes('no test') ? code || 1 : 0);
