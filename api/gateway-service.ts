@@ -39,6 +39,7 @@ export async function startGateway(
       deliveries: new DeliveryStore(platform.db, config.webhook.historyRetentionMs),
       idempotency: new IdempotencyStore(platform.db),
       catalogue,
+      historyRetentionMs: config.webhook.historyRetentionMs,
       rules: {
         allowHttp: config.webhook.allowHttp,
         allowed: parseCidrs(config.webhook.allowedCidrs),

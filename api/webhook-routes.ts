@@ -4,6 +4,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { Catalogue } from '../core/catalogue.ts';
 import type { Delivery } from '../core/deliveries/delivery.ts';
 import type { DeliveryStore } from '../core/deliveries/delivery-store.ts';
+import { listDeliveries, type HistoryQuery } from './delivery-history.ts';
 import { ConflictError, NotFoundError } from '../core/errors.ts';
 import { newId } from '../core/ids.ts';
 import type { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
@@ -21,6 +22,7 @@ export interface WebhookRoutesOptions {
   deliveries: DeliveryStore;
   catalogue: Catalogue;
   rules: Omit<InputRules, 'catalogue'>;
+  historyRetentionMs: number;
   idempotency: {
     find(tenantId: string, key: string): Promise<{ requestHash: string; subscriptionId: string } | undefined>;
     save(tenantId: string, key: string, requestHash: string, subscriptionId: string): Promise<void>;
@@ -154,6 +156,35 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
     items: catalogue.list(),
     nextCursor: null,
   }));
+
+  app.get<{ Querystring: Omit<HistoryQuery, 'tenantId'> }>(
+    '/Deliveries',
+    {
+      schema: {
+        tags: ['Deliveries'],
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            subscriptionId: { type: 'string', minLength: 1, maxLength: 64 },
+            eventId: { type: 'string', minLength: 1, maxLength: 64 },
+            eventType: { type: 'string', minLength: 1, maxLength: 200 },
+            status: { type: 'string', enum: ['queued', 'retrying', 'acknowledged', 'abandoned', 'superseded'] },
+            limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 },
+            cursor: { type: 'string', minLength: 1, maxLength: 500 },
+          },
+        },
+      },
+    },
+    async (request) => {
+      const page = await listDeliveries(
+        deliveries,
+        { ...request.query, tenantId: request.principal.tenantId },
+        options.historyRetentionMs,
+      );
+      return { items: page.items.map(deliveryView), nextCursor: page.nextCursor };
+    },
+  );
 
   app.get<{ Params: { id: string } }>(
     '/Deliveries/:id',
