@@ -14,7 +14,7 @@ export type SchemaName = keyof typeof schemaFiles;
 export class AvroCodec<T> {
   constructor(
     private readonly registry: SchemaRegistry,
-    private readonly schemaId: number,
+    readonly schemaId: number,
   ) {}
 
   encode(value: T): Promise<Buffer> {

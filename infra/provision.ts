@@ -14,7 +14,7 @@ export async function applyTopicLayout(config: Config, logger: Logger) {
 }
 
 /** Registers each Avro schema under the subject of every topic that carries it; registering again changes nothing. */
-export async function registerSchemas(config: Config): Promise<{ subject: string; schema: string }[]> {
+export async function registerSchemas(config: Config): Promise<{ subject: string; schema: string; id: number }[]> {
   const registry = createRegistry(config.schemaRegistryUrl);
   const topics = topicNames(config);
   const subjects: [SchemaName, string][] = [
@@ -23,8 +23,12 @@ export async function registerSchemas(config: Config): Promise<{ subject: string
     ['delivery', topics.deliveries],
     ...topics.retries.map(({ topic }) => ['delivery', topic] as [SchemaName, string]),
   ];
-  for (const [name, topic] of subjects) await codecFor(registry, name, topic);
-  return subjects.map(([schema, topic]) => ({ subject: `${topic}-value`, schema }));
+  const registered = [];
+  for (const [schema, topic] of subjects) {
+    const { schemaId } = await codecFor(registry, schema, topic);
+    registered.push({ subject: `${topic}-value`, schema, id: schemaId });
+  }
+  return registered;
 }
 
 /** Everything a fresh environment needs before the services start. */
