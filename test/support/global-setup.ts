@@ -1,16 +1,14 @@
 // Provisions an isolated world for one test run: a random keyspace and topic prefix on real Kafka, Cassandra and
 // schema registry. The servers come from the environment (set by test/support/run-tests.ts) or are started here.
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { connectCassandra } from '../../core/cassandra.ts';
 import { loadConfig } from '../../core/config.ts';
 import { createKafka } from '../../core/kafka.ts';
 import { createLogger } from '../../core/log.ts';
 import { topicLayout } from '../../core/topics.ts';
-import { repoRoot } from '../../infra/processes.ts';
 import { provision } from '../../infra/provision.ts';
-import { ensureServers } from '../../infra/servers.ts';
+import { testServers } from './servers.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -19,7 +17,7 @@ declare module 'vitest' {
 }
 
 export default async function setup(project: TestProject) {
-  const servers = await ensureServers({ root: path.join(repoRoot, '.local') });
+  const servers = await testServers();
   const run = randomBytes(4).toString('hex');
   const env: Record<string, string> = {
     KAFKA_BROKERS: servers.kafkaBrokers.join(','),

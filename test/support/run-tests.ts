@@ -4,13 +4,10 @@ import { spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { repoRoot } from '../../infra/processes.ts';
-import { ensureServers } from '../../infra/servers.ts';
+import { testServers } from './servers.ts';
 
 const started = Date.now();
-const servers = await ensureServers({
-  root: path.join(repoRoot, '.local'),
-  progress: (line) => console.log(`[servers] ${line}`),
-});
+const servers = await testServers((line) => console.log(`[servers] ${line}`));
 const report = path.join(repoRoot, '.local', 'vitest-report.json');
 rmSync(report, { force: true });
 const env = {
