@@ -26,7 +26,7 @@ export async function startGateway(
   const topics = topicNames(config);
   const verifier = createTokenVerifier(config.auth);
   const integrators = new IntegratorStore(platform.db);
-  const purchase = apis.purchase ? await startPurchaseService(config, platform, logger, { relay: true }) : undefined;
+  const purchase = apis.purchase ? await startPurchaseService(config, platform, logger, { relay: config.purchase.outboxRelay }) : undefined;
   let catalogueTail: { stop(): Promise<void> } | undefined;
   let webhook;
   if (apis.webhook) {

@@ -51,6 +51,8 @@ export interface Config {
     readonly subscriptionCacheTtlMs: number;
     readonly historyRetentionMs: number;
   };
+  /** Whether this process publishes the purchase outbox (a separate relay process may do it instead). */
+  readonly purchase: { readonly outboxRelay: boolean };
   readonly dispatcher: { readonly maxInFlight: number; readonly maxInFlightPerSubscription: number };
   readonly metricsPort: number;
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
@@ -106,6 +108,7 @@ export function loadConfig(env: Env = process.env): Config {
       subscriptionCacheTtlMs: read.duration('WEBHOOK_SUBSCRIPTION_CACHE_TTL', '1s'),
       historyRetentionMs: read.duration('WEBHOOK_HISTORY_RETENTION', '30d'),
     },
+    purchase: { outboxRelay: read.boolean('PURCHASE_OUTBOX_RELAY', true) },
     dispatcher: {
       maxInFlight: read.integer('DISPATCHER_MAX_IN_FLIGHT', 500, 1, 100_000),
       maxInFlightPerSubscription: read.integer('DISPATCHER_MAX_IN_FLIGHT_PER_SUBSCRIPTION', 20, 1, 10_000),
