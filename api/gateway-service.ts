@@ -4,7 +4,8 @@ import { requireSecrets, type Config } from '../core/config.ts';
 import { createTokenVerifier } from '../core/auth/verifier.ts';
 import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import { IntegratorStore } from '../core/integrators/integrator-store.ts';
-import { tailTopic } from '../core/kafka.ts';
+import { Publisher, tailTopic } from '../core/kafka.ts';
+import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import type { Logger } from '../core/log.ts';
 import type { Platform } from '../core/platform.ts';
 import { codecFor } from '../core/registry.ts';
@@ -26,10 +27,16 @@ export async function startGateway(
   const topics = topicNames(config);
   const verifier = createTokenVerifier(config.auth);
   const integrators = new IntegratorStore(platform.db);
-  const purchase = apis.purchase ? await startPurchaseService(config, platform, logger, { relay: config.purchase.outboxRelay }) : undefined;
+  const purchase = apis.purchase
+    ? await startPurchaseService(config, platform, logger, { relay: config.purchase.outboxRelay })
+    : undefined;
   let catalogueTail: { stop(): Promise<void> } | undefined;
   let webhook;
+  let publisher: Publisher | undefined;
   if (apis.webhook) {
+    const replays = await Publisher.connect(platform.kafka);
+    publisher = replays;
+    const deliveryCodec = await codecFor<DeliveryRecord>(platform.registry, 'delivery', topics.deliveries);
     const catalogue = new Catalogue(await codecFor<EventTypeEntry>(platform.registry, 'eventType', topics.eventTypes));
     catalogueTail = await tailTopic(platform.kafka, topics.eventTypes, `catalogue-${randomUUID()}`, (record) =>
       catalogue.apply(record.value, record.key),
@@ -40,6 +47,11 @@ export async function startGateway(
       idempotency: new IdempotencyStore(platform.db),
       catalogue,
       historyRetentionMs: config.webhook.historyRetentionMs,
+      payloadLimitBytes: config.webhook.payloadLimitBytes,
+      enqueue: async (record: DeliveryRecord) =>
+        replays.publish([
+          { topic: topics.deliveries, key: record.subscriptionId, value: await deliveryCodec.encode(record) },
+        ]),
       rules: {
         allowHttp: config.webhook.allowHttp,
         allowed: parseCidrs(config.webhook.allowedCidrs),
@@ -60,6 +72,7 @@ export async function startGateway(
     await app.close();
     await catalogueTail?.stop();
     await purchase?.stop();
+    await publisher?.close();
     verifier.close?.();
   };
 }

@@ -6,6 +6,10 @@ import type { Delivery } from '../core/deliveries/delivery.ts';
 import type { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import { listDeliveries, type HistoryQuery } from './delivery-history.ts';
 import { ConflictError, NotFoundError } from '../core/errors.ts';
+import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import { buildEnvelope } from '../core/envelope.ts';
+import { queuedDelivery } from '../router/event-router.ts';
+import { randomBytes } from 'node:crypto';
 import { newId } from '../core/ids.ts';
 import type { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import {
@@ -23,6 +27,9 @@ export interface WebhookRoutesOptions {
   catalogue: Catalogue;
   rules: Omit<InputRules, 'catalogue'>;
   historyRetentionMs: number;
+  payloadLimitBytes: number;
+  /** Puts a replayed series on the deliveries topic; resolves once Kafka acknowledged it. */
+  enqueue(record: DeliveryRecord): Promise<void>;
   idempotency: {
     find(tenantId: string, key: string): Promise<{ requestHash: string; subscriptionId: string } | undefined>;
     save(tenantId: string, key: string, requestHash: string, subscriptionId: string): Promise<void>;
@@ -149,6 +156,67 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       await load(tenantId, request.params.id);
       await subscriptions.setStatus(tenantId, request.params.id, request.body.status, new Date());
       return subscriptionView(await load(tenantId, request.params.id));
+    },
+  );
+
+  app.post<{ Params: { id: string } }>(
+    '/Subscriptions/:id/secret/rotate',
+    { schema: { tags: ['Subscriptions'], params: idParams } },
+    async (request) => {
+      const subscription = await load(request.principal.tenantId, request.params.id);
+      if (subscription.authenticationMode !== 'Hmac') {
+        throw new ConflictError(`the subscription uses ${subscription.authenticationMode}, not Hmac: it has no secret`);
+      }
+      // Deliveries already queued keep the signature computed when they were queued.
+      const hmacSecret = randomBytes(32).toString('base64');
+      await subscriptions.save({
+        ...subscription,
+        secrets: { ...subscription.secrets, hmacSecret },
+        updatedAt: new Date(),
+      });
+      return { hmacSecret };
+    },
+  );
+
+  app.post<{ Params: { id: string } }>(
+    '/Deliveries/:id/replay',
+    { schema: { tags: ['Deliveries'], params: idParams } },
+    async (request, reply) => {
+      const { tenantId } = request.principal;
+      const original = await deliveries.get(tenantId, request.params.id);
+      if (!original) throw new NotFoundError('delivery', request.params.id);
+      if (original.status === 'queued' || original.status === 'retrying') {
+        throw new ConflictError(`delivery ${original.id} is still ${original.status}; replay it once it has ended`);
+      }
+      const event = await deliveries.getEvent(tenantId, original.eventId);
+      if (!event) throw new ConflictError(`the event of delivery ${original.id} is past its retention`);
+      if (!(await subscriptions.get(tenantId, original.subscriptionId))) {
+        throw new ConflictError(`subscription ${original.subscriptionId} was deleted`);
+      }
+      // Same event, same envelope bytes and signature; a new series with its own id, starting at attempt 1.
+      const record: DeliveryRecord = {
+        deliveryId: newId(),
+        tenantId,
+        subscriptionId: original.subscriptionId,
+        eventId: original.eventId,
+        eventType: original.eventType,
+        entityId: original.entityId,
+        occurredAt: original.occurredAt,
+        queuedAt: Date.now(),
+        attempt: 1,
+        dueAt: 0,
+        envelope: buildEnvelope(
+          { ...event, subscriptionId: original.subscriptionId },
+          event.payload,
+          options.payloadLimitBytes,
+        ),
+        signature: original.signature,
+        replayOf: original.id,
+      };
+      const replay = queuedDelivery(record);
+      await deliveries.insertDelivery(replay);
+      await options.enqueue(record);
+      return reply.code(202).header('location', `./${replay.id}`).send(deliveryView(replay));
     },
   );
 
