@@ -1,4 +1,4 @@
-import { migrate } from '../core/cassandra.ts';
+import { connectCassandra, migrate } from '../core/cassandra.ts';
 import type { Config } from '../core/config.ts';
 import { applyTopics, createKafka } from '../core/kafka.ts';
 import type { Logger } from '../core/log.ts';
@@ -37,4 +37,26 @@ export async function provision(config: Config, logger: Logger) {
   const topics = await applyTopicLayout(config, logger);
   const schemas = await registerSchemas(config);
   return { migrations, topics, schemas };
+}
+
+/** Removes a provisioned environment's topics and keyspace (tests and benchmarks clean up after themselves). */
+export async function deprovision(config: Config, logger: Logger, what = { keyspace: true }): Promise<void> {
+  const admin = createKafka(config.kafka.brokers, `${config.kafka.clientId}-admin`, logger).admin();
+  await admin.connect();
+  try {
+    const existing = new Set(await admin.listTopics());
+    const topics = topicLayout(config)
+      .map((topic) => topic.name)
+      .filter((name) => existing.has(name));
+    if (topics.length > 0) await admin.deleteTopics({ topics });
+  } finally {
+    await admin.disconnect();
+  }
+  if (!what.keyspace) return;
+  const db = await connectCassandra(config, null);
+  try {
+    await db.execute(`DROP KEYSPACE IF EXISTS ${config.cassandra.keyspace}`);
+  } finally {
+    await db.shutdown();
+  }
 }

@@ -2,12 +2,9 @@
 // schema registry. The servers come from the environment (set by test/support/run-tests.ts) or are started here.
 import { randomBytes } from 'node:crypto';
 import type { TestProject } from 'vitest/node';
-import { connectCassandra } from '../../core/cassandra.ts';
 import { loadConfig } from '../../core/config.ts';
-import { createKafka } from '../../core/kafka.ts';
 import { createLogger } from '../../core/log.ts';
-import { topicLayout } from '../../core/topics.ts';
-import { provision } from '../../infra/provision.ts';
+import { deprovision, provision } from '../../infra/provision.ts';
 import { testServers } from './servers.ts';
 
 declare module 'vitest' {
@@ -37,13 +34,7 @@ export default async function setup(project: TestProject) {
 
   return async () => {
     // Leave nothing behind on a developer's long-lived local servers.
-    const admin = createKafka(config.kafka.brokers, 'test-teardown', logger).admin();
-    await admin.connect();
-    await admin.deleteTopics({ topics: topicLayout(config).map((topic) => topic.name) }).catch(() => undefined);
-    await admin.disconnect();
-    const db = await connectCassandra(config, null);
-    await db.execute(`DROP KEYSPACE IF EXISTS ${config.cassandra.keyspace}`).catch(() => undefined);
-    await db.shutdown();
+    await deprovision(config, logger);
     await servers.stop();
   };
 }

@@ -1,0 +1,258 @@
+// The delivery engine on the real path with shortened timings: retries through tiered topics, timeouts,
+// abandonment, auto-disable and re-enable, replay, supersede, payload omission, wildcards, tenant isolation and a
+// slow receiver beside a fast one.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../core/config.ts';
+import { createLogger } from '../../core/log.ts';
+import { deprovision, provision } from '../../infra/provision.ts';
+import { eventPublisher } from '../support/events.ts';
+import {
+  freePort,
+  startIdentityProvider,
+  startReceiver,
+  startServices,
+  testEnv,
+  waitFor,
+  type ReceivedRequest,
+} from '../support/harness.ts';
+
+type Receiver = Awaited<ReturnType<typeof startReceiver>>;
+
+describe('delivery engine', () => {
+  let env: Record<string, string>;
+  let idp: Awaited<ReturnType<typeof startIdentityProvider>>;
+  let stack: Awaited<ReturnType<typeof startServices>>;
+  let events: Awaited<ReturnType<typeof eventPublisher>>;
+  let base: string;
+  const tokens = new Map<string, string>();
+  const receivers: Receiver[] = [];
+
+  beforeAll(async () => {
+    const run = randomUUID().slice(0, 8);
+    env = {
+      ...testEnv(),
+      KAFKA_TOPIC_PREFIX: `${testEnv().KAFKA_TOPIC_PREFIX}engine${run}.`,
+      WEBHOOK_RETRY_DELAYS: '1s,2s',
+      WEBHOOK_DELIVERY_LIFETIME: '8s',
+      WEBHOOK_ATTEMPT_TIMEOUT: '3s',
+      WEBHOOK_AUTO_DISABLE_AFTER_DAYS: '1',
+      WEBHOOK_PAYLOAD_LIMIT_BYTES: '2000',
+      WEBHOOK_SUBSCRIPTION_CACHE_TTL: '200ms',
+      WEBHOOK_ALLOW_HTTP: 'true',
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
+    };
+    await provision(loadConfig(env), createLogger('test', 'warn'));
+    idp = await startIdentityProvider(env);
+    base = `http://127.0.0.1:${await freePort()}`;
+    Object.assign(env, { AUTH_URL: idp.url, GATEWAY_BASE_URL: base });
+    stack = await startServices(env, ['gateway', 'router', 'dispatcher']);
+    for (const tenant of ['tenant-a', 'tenant-b']) tokens.set(tenant, await idp.token(await idp.client(tenant)));
+    events = await eventPublisher(env);
+  });
+
+  afterAll(async () => {
+    await stack?.stop();
+    await events?.close();
+    await Promise.all(receivers.map((receiver) => receiver.close()));
+    await idp?.close();
+    // The keyspace is the run's and is dropped by the global teardown; these topics are this file's own.
+    await deprovision(loadConfig(env), createLogger('test', 'warn'), { keyspace: false });
+  });
+
+  const api = async (tenant: string, method: string, path: string, body?: unknown) => {
+    const response = await fetch(`${base}/CoreWebhook/REST/Webhooks${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${tokens.get(tenant)}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    return { status: response.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+  };
+
+  const receiver = async (respond?: (request: ReceivedRequest) => number | Promise<number>) => {
+    const started = await startReceiver(respond);
+    receivers.push(started);
+    return started;
+  };
+
+  /** Creates a subscription (retrying until the catalogue has reached the API) and waits out the router cache. */
+  const subscribe = async (tenant: string, url: string, extra: Record<string, unknown> = {}) => {
+    const created = await waitFor(async () => {
+      const answer = await api(tenant, 'POST', '/Subscriptions', { url, eventTypes: ['purchaseOrder.*'], ...extra });
+      return answer.status === 201 ? answer.body : undefined;
+    }, 'the subscription to be created');
+    await new Promise((resolve) => setTimeout(resolve, 300)); // one router cache period (DESIGN §10)
+    return created as { id: string; hmacSecret?: string };
+  };
+
+  const deliveriesOf = async (tenant: string, subscriptionId: string) =>
+    (await api(tenant, 'GET', `/Deliveries?subscriptionId=${subscriptionId}`)).body.items as Record<string, unknown>[];
+
+  const deliveryWithStatus = (tenant: string, subscriptionId: string, status: string, timeoutMs = 30_000) =>
+    waitFor(
+      async () => (await deliveriesOf(tenant, subscriptionId)).find((delivery) => delivery.status === status),
+      `a ${status} delivery of ${subscriptionId}`,
+      timeoutMs,
+    );
+
+  it('retries on the schedule with the same event id, delivery id, body and signature, counting attempts', async () => {
+    let calls = 0;
+    const target = await receiver(() => (++calls <= 2 ? 500 : 204));
+    const subscription = await subscribe('tenant-a', target.url, { authenticationMode: 'Hmac' });
+    const [eventId] = await events.publish([{ tenantId: 'tenant-a', eventType: 'purchaseOrder.validated' }]);
+
+    await waitFor(() => target.received.length >= 3, 'three attempts', 20_000);
+    const [first, second, third] = target.received as [ReceivedRequest, ReceivedRequest, ReceivedRequest];
+    expect([first, second, third].map((request) => request.headers['x-webhook-attempt'])).toEqual(['1', '2', '3']);
+    for (const request of [second, third]) {
+      expect(request.headers['x-webhook-event-id']).toBe(eventId);
+      expect(request.headers['x-webhook-delivery-id']).toBe(first.headers['x-webhook-delivery-id']);
+      expect(request.headers['x-webhook-signature']).toBe(first.headers['x-webhook-signature']);
+      expect(request.body.equals(first.body)).toBe(true);
+    }
+    // Never early: 1 s before the second attempt, then 2 s before the third.
+    expect(second.at - first.at).toBeGreaterThanOrEqual(1_000);
+    expect(third.at - second.at).toBeGreaterThanOrEqual(2_000);
+
+    const delivery = await deliveryWithStatus('tenant-a', subscription.id, 'acknowledged');
+    const detail = (await api('tenant-a', 'GET', `/Deliveries/${String(delivery.id)}`)).body;
+    expect(detail).toMatchObject({ attemptCount: 3, lastStatusCode: 204, nextRetryAt: null });
+    expect((detail.attempts as { statusCode: number }[]).map((attempt) => attempt.statusCode)).toEqual([500, 500, 204]);
+  });
+
+  it('treats no answer within the attempt timeout as a failure and retries', async () => {
+    let calls = 0;
+    const target = await receiver(async () => {
+      if (++calls === 1) await new Promise((resolve) => setTimeout(resolve, 4_000));
+      return 200;
+    });
+    const subscription = await subscribe('tenant-a', target.url);
+    await events.publish([{ tenantId: 'tenant-a', eventType: 'purchaseOrder.cancelled' }]);
+    const delivery = await deliveryWithStatus('tenant-a', subscription.id, 'acknowledged');
+    const detail = (await api('tenant-a', 'GET', `/Deliveries/${String(delivery.id)}`)).body;
+    const attempts = detail.attempts as { statusCode: number | null; errorMessage: string | null }[];
+    expect(attempts).toHaveLength(2);
+    expect(attempts[0]).toMatchObject({
+      statusCode: null,
+      errorMessage: expect.stringMatching(/no answer within 3000 ms/),
+    });
+    expect(attempts[1]).toMatchObject({ statusCode: 200, errorMessage: null });
+  });
+
+  it('abandons at the lifetime, counts the failure day, disables; re-enable resets and replay re-sends', async () => {
+    let healthy = false;
+    const target = await receiver(() => (healthy ? 204 : 503));
+    const subscription = await subscribe('tenant-a', target.url, { authenticationMode: 'Hmac' });
+    const [eventId] = await events.publish([{ tenantId: 'tenant-a', eventType: 'purchaseOrder.validated' }]);
+
+    const abandoned = await deliveryWithStatus('tenant-a', subscription.id, 'abandoned', 30_000);
+    expect(abandoned).toMatchObject({ eventId, lastStatusCode: 503 });
+    const queuedAt = Date.parse(String(abandoned.queuedAt));
+    const attemptTimes = target.received.map((request) => request.at);
+    expect(attemptTimes.length).toBeGreaterThanOrEqual(4);
+    expect(Math.max(...attemptTimes)).toBeLessThan(queuedAt + 8_000); // no attempt after the deadline
+
+    // WEBHOOK_AUTO_DISABLE_AFTER_DAYS=1 here: one failure day disables the subscription.
+    const disabled = await waitFor(async () => {
+      const current = (await api('tenant-a', 'GET', `/Subscriptions/${subscription.id}`)).body;
+      return current.status === 'disabled' ? current : undefined;
+    }, 'the subscription to be disabled');
+    expect(disabled.failureDays).toBe(1);
+
+    // Disabled: new events produce no delivery.
+    const before = target.received.length;
+    await events.publish([{ tenantId: 'tenant-a', eventType: 'purchaseOrder.validated' }]);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(await deliveriesOf('tenant-a', subscription.id)).toHaveLength(1);
+
+    const enabled = await api('tenant-a', 'PATCH', `/Subscriptions/${subscription.id}/status`, { status: 'enabled' });
+    expect(enabled.body).toMatchObject({ status: 'enabled', failureDays: 0 });
+
+    healthy = true;
+    const replay = await api('tenant-a', 'POST', `/Deliveries/${String(abandoned.id)}/replay`);
+    expect(replay.status).toBe(202);
+    expect(replay.body).toMatchObject({ replayOf: abandoned.id, eventId, status: 'queued' });
+    expect(replay.body.id).not.toBe(abandoned.id);
+    await waitFor(() => target.received.length > before, 'the replayed delivery');
+    const replayed = target.received.at(-1)!;
+    const original = target.received[0]!;
+    expect(replayed.headers['x-webhook-delivery-id']).toBe(replay.body.id);
+    expect(replayed.headers['x-webhook-event-id']).toBe(eventId);
+    expect(replayed.headers['x-webhook-attempt']).toBe('1');
+    expect(replayed.headers['x-webhook-signature']).toBe(original.headers['x-webhook-signature']);
+    expect(replayed.body.equals(original.body)).toBe(true);
+    await waitFor(async () => {
+      const answer = await api('tenant-a', 'GET', `/Deliveries/${String(replay.body.id)}`);
+      return answer.body.status === 'acknowledged';
+    }, 'the replay to be acknowledged');
+  });
+
+  it('refuses to replay a delivery that is still pending', async () => {
+    const target = await receiver(() => 500);
+    const subscription = await subscribe('tenant-b', target.url);
+    await events.publish([{ tenantId: 'tenant-b', eventType: 'purchaseOrder.validated' }]);
+    const retrying = await deliveryWithStatus('tenant-b', subscription.id, 'retrying');
+    const replay = await api('tenant-b', 'POST', `/Deliveries/${String(retrying.id)}/replay`);
+    expect(replay.status).toBe(409);
+  });
+
+  it('supersedes a pending delivery when a newer one of the same entity is queued', async () => {
+    let calls = 0;
+    const target = await receiver(() => (++calls === 1 ? 500 : 204));
+    const subscription = await subscribe('tenant-a', target.url, { supersedePendingDeliveries: true });
+    const entityId = randomUUID();
+    const [older] = await events.publish([{ tenantId: 'tenant-a', eventType: 'purchaseOrder.validated', entityId }]);
+    await waitFor(() => target.received.length === 1, 'the first attempt');
+    const [newer] = await events.publish([{ tenantId: 'tenant-a', eventType: 'purchaseOrder.cancelled', entityId }]);
+
+    const superseded = await deliveryWithStatus('tenant-a', subscription.id, 'superseded');
+    expect(superseded.eventId).toBe(older);
+    const acknowledged = await deliveryWithStatus('tenant-a', subscription.id, 'acknowledged');
+    expect(acknowledged.eventId).toBe(newer);
+    expect(target.received.map((request) => request.headers['x-webhook-event-id'])).toEqual([older, newer]);
+  });
+
+  it('omits payloads above the limit, matches single-segment wildcards and never crosses tenants', async () => {
+    const a = await receiver();
+    const b = await receiver();
+    await subscribe('tenant-a', a.url);
+    await subscribe('tenant-b', b.url);
+    // 1,001 two-byte characters: about 1,000 characters but over the 2,000-byte limit (the limit counts UTF-8 bytes).
+    const big = JSON.stringify({ note: 'é'.repeat(1_001) });
+    const [large, nested, small] = await events.publish([
+      { tenantId: 'tenant-a', eventType: 'purchaseOrder.validated', payload: big },
+      { tenantId: 'tenant-a', eventType: 'purchaseOrder.row.added' },
+      { tenantId: 'tenant-a', eventType: 'purchaseOrder.cancelled', payload: '{"small":true}' },
+    ]);
+    await waitFor(() => a.received.length >= 2, 'two deliveries to tenant a');
+    const byEvent = new Map(a.received.map((request) => [request.headers['x-webhook-event-id'], request]));
+    expect(JSON.parse(byEvent.get(large)!.body.toString())).toMatchObject({ payload: null, payloadOmitted: true });
+    expect(byEvent.get(small)!.body.toString()).toContain('"payload":{"small":true},"payloadOmitted":false}');
+    expect(byEvent.has(nested)).toBe(false);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(a.received).toHaveLength(2);
+    expect(b.received).toHaveLength(0);
+  });
+
+  it('keeps delivering to a fast receiver while a slow one holds its requests for seconds', async () => {
+    const slow = await receiver(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
+      return 204;
+    });
+    const fast = await receiver();
+    await subscribe('tenant-b', slow.url);
+    await subscribe('tenant-b', fast.url);
+    const sentAt = Date.now();
+    // Every event matches both subscriptions: 40 slow deliveries are in flight while the fast ones are sent.
+    await events.publish(
+      Array.from({ length: 40 }, () => ({ tenantId: 'tenant-b', eventType: 'purchaseOrder.validated' })),
+    );
+    await waitFor(() => fast.received.length >= 40, 'the fast receiver to get all 40', 20_000);
+    expect(Math.max(...fast.received.map((request) => request.at)) - sentAt).toBeLessThan(2_500);
+    expect(slow.received.length).toBeLessThan(40 + 1);
+  });
+});
