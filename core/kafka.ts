@@ -10,6 +10,7 @@ import {
   type Producer,
 } from 'kafkajs';
 import type { Logger } from './log.ts';
+import type { ConsumerMetrics } from './metrics.ts';
 
 /** A record read from Kafka, as handlers see it. */
 export interface ConsumedRecord {
@@ -122,8 +123,9 @@ export interface ConsumerOptions {
   maxInFlight: number;
   /** Key of the concurrency lane a record belongs to (e.g. subscription id) and that lane's limit. */
   lane?: { of: (record: ConsumedRecord) => string; limit: number };
-  /** Run from the newest offsets when the group has none (tests and benchmarks start from the beginning). */
+  /** Start from the oldest offsets when the group has none committed. */
   fromBeginning?: boolean;
+  metrics?: ConsumerMetrics;
   logger: Logger;
 }
 
@@ -164,6 +166,7 @@ export class ConsumerRunner {
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: 4,
       eachBatch: async ({ batch, resolveOffset, heartbeat, pause, isRunning, isStale }) => {
+        this.options.metrics?.lag(batch.topic, batch.partition, Number(batch.offsetLag()));
         for (const message of batch.messages) {
           if (!isRunning() || isStale() || this.stopping) return;
           const record = toRecord(batch.topic, batch.partition, message);
@@ -221,6 +224,7 @@ export class ConsumerRunner {
     } finally {
       if (laneKey !== undefined) this.leaveLane(laneKey);
       this.inFlight -= 1;
+      this.options.metrics?.inFlight(this.inFlight);
       this.capacityWaiters.shift()?.();
       if (this.inFlight === 0) for (const resolve of this.idle.splice(0)) resolve();
     }
@@ -251,6 +255,7 @@ export class ConsumerRunner {
       await heartbeat();
     }
     this.inFlight += 1;
+    this.options.metrics?.inFlight(this.inFlight);
   }
 
   private enterLane(key: string): Promise<void> | undefined {

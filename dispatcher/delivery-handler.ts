@@ -1,6 +1,7 @@
 import type { Attempt, DeliveryStatus } from '../core/deliveries/delivery.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import type { Logger } from '../core/log.ts';
+import type { DeliveryMetrics } from '../core/metrics.ts';
 import type { Subscription } from '../core/subscriptions/subscription.ts';
 import { decideFate, failureWindow } from './outcome.ts';
 import type { OutboundRequest, Sender } from './http-sender.ts';
@@ -41,6 +42,7 @@ export interface DeliveryHandlerDeps {
   send: Sender;
   authHeaders: AuthHeaders;
   logger: Logger;
+  metrics?: DeliveryMetrics;
   settings: {
     retryDelaysMs: readonly number[];
     deliveryLifetimeMs: number;
@@ -66,6 +68,7 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
         settings.autoDisableAfterDays,
       );
     }
+    deps.metrics?.outcome('abandoned', undefined);
     logger.info(logFields(record, 'abandoned', { reason }), 'delivery abandoned');
   };
 
@@ -84,6 +87,7 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
           'superseded',
           `superseded by ${latest.deliveryId}`,
         );
+        deps.metrics?.outcome('superseded', undefined);
         logger.info(logFields(record, 'superseded', { by: latest.deliveryId }), 'delivery superseded');
         return;
       }
@@ -105,6 +109,9 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
     }
     const fate = decideFate(result, record.attempt, now(), deadline, settings.retryDelaysMs);
     const attempt: Attempt = { attempt: record.attempt, at, ...result };
+    if (fate.kind !== 'abandoned') {
+      deps.metrics?.outcome(fate.kind === 'retry' ? 'retrying' : 'acknowledged', result.durationMs);
+    }
     const logBase = logFields(record, fate.kind, { statusCode: result.statusCode, durationMs: result.durationMs });
 
     if (fate.kind === 'acknowledged') {

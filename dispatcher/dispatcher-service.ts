@@ -7,6 +7,7 @@ import type { Logger } from '../core/log.ts';
 import type { Platform } from '../core/platform.ts';
 import { codecFor } from '../core/registry.ts';
 import { parseCidrs } from '../core/ssrf.ts';
+import { createMetrics, serveMetrics } from '../core/metrics.ts';
 import { SubscriptionCache } from '../core/subscriptions/subscription-cache.ts';
 import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
@@ -21,6 +22,8 @@ export async function startDispatcher(
   logger: Logger,
 ): Promise<() => Promise<void>> {
   const topics = topicNames(config);
+  const metrics = createMetrics('dispatcher');
+  const metricsServer = await serveMetrics(metrics.registry, config.gateway.host, config.metricsPort);
   const { webhook } = config;
   const allowed = parseCidrs(webhook.allowedCidrs);
   const agent = createGuardedAgent(allowed, webhook.attemptTimeoutMs);
@@ -68,6 +71,7 @@ export async function startDispatcher(
       return { accessToken: answer.access_token, expiresInSeconds: Number(answer.expires_in ?? 300) };
     }),
     logger,
+    metrics: metrics.delivery,
     settings: webhook,
   });
 
@@ -78,6 +82,7 @@ export async function startDispatcher(
     lane: { of: (record) => record.key?.toString('utf8') ?? '', limit: config.dispatcher.maxInFlightPerSubscription },
     fromBeginning: true,
     logger,
+    metrics: metrics.consumer,
     dueAt: (record) => {
       const due = record.headers['due-at'];
       return due === undefined ? undefined : Number(due);
@@ -93,5 +98,6 @@ export async function startDispatcher(
     await consumer.stop();
     await publisher.close();
     await agent.close();
+    metricsServer?.close();
   };
 }

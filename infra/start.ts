@@ -80,8 +80,10 @@ async function main(): Promise<void> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 
+  const metricsPorts: Record<string, string> = { router: '9101', dispatcher: '9102' };
   const launch = (name: string, entry: string) => {
-    const service = spawnService(name, entry, env, path.join(logs, `${name}.log`));
+    const serviceEnv = { ...env, METRICS_PORT: process.env.METRICS_PORT ?? metricsPorts[name] ?? '0' };
+    const service = spawnService(name, entry, serviceEnv, path.join(logs, `${name}.log`));
     services.push(service);
     void service.exited.then((code) => {
       if (!stopping) say(`${name} exited (code ${code}); see ${path.join(logs, `${name}.log`)}`);
@@ -105,6 +107,7 @@ Core Webhooks is ready (${((Date.now() - started) / 1000).toFixed(1)} s).
   Kafka                 ${servers.kafkaBrokers.join(',')}
   Cassandra             ${servers.cassandraContactPoints.join(',')} (keyspace ${config.cassandra.keyspace})
   schema registry       ${servers.schemaRegistryUrl}
+  metrics               http://127.0.0.1:9101/metrics (router), http://127.0.0.1:9102/metrics (dispatcher)
   logs                  ${logs}
 
 Demo client (tenant "${demo.tenantId}", registered on both APIs):

@@ -2,6 +2,7 @@ import type { Config } from '../core/config.ts';
 import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import { ConsumerRunner, Publisher } from '../core/kafka.ts';
+import { createMetrics, serveMetrics } from '../core/metrics.ts';
 import type { Logger } from '../core/log.ts';
 import type { Platform } from '../core/platform.ts';
 import { codecFor } from '../core/registry.ts';
@@ -19,6 +20,8 @@ interface IntegrationEvent extends Omit<StoredEvent, 'payload'> {
 /** Starts a router: consumes the producers' event topics and writes deliveries. Returns its stop function. */
 export async function startRouter(config: Config, platform: Platform, logger: Logger): Promise<() => Promise<void>> {
   const topics = topicNames(config);
+  const metrics = createMetrics('router');
+  const metricsServer = await serveMetrics(metrics.registry, config.gateway.host, config.metricsPort);
   const subscriptions = new SubscriptionStore(platform.db, requireSecrets(config));
   const cache = new SubscriptionCache(
     (tenantId) => subscriptions.listByTenant(tenantId),
@@ -34,6 +37,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
     maxInFlight: 200,
     fromBeginning: true,
     logger,
+    metrics: metrics.consumer,
     handle: async (record) => {
       if (!record.value) return;
       const event = await eventCodec.decode(record.value);
@@ -52,6 +56,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
             ),
           ),
       });
+      metrics.routed(routed.length);
       logger.info({ eventId: event.eventId, eventType: event.eventType, deliveries: routed.length }, 'event routed');
     },
   });
@@ -60,5 +65,6 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
   return async () => {
     await consumer.stop();
     await publisher.close();
+    metricsServer?.close();
   };
 }

@@ -26,6 +26,7 @@ describe('delivery engine', () => {
   let events: Awaited<ReturnType<typeof eventPublisher>>;
   let base: string;
   const tokens = new Map<string, string>();
+  let metricsPorts: { router: number; dispatcher: number };
   const receivers: Receiver[] = [];
 
   beforeAll(async () => {
@@ -46,7 +47,11 @@ describe('delivery engine', () => {
     idp = await startIdentityProvider(env);
     base = `http://127.0.0.1:${await freePort()}`;
     Object.assign(env, { AUTH_URL: idp.url, GATEWAY_BASE_URL: base });
-    stack = await startServices(env, ['gateway', 'router', 'dispatcher']);
+    metricsPorts = { router: await freePort(), dispatcher: await freePort() };
+    stack = await startServices(env, ['gateway', 'router', 'dispatcher'], {
+      router: { METRICS_PORT: String(metricsPorts.router) },
+      dispatcher: { METRICS_PORT: String(metricsPorts.dispatcher) },
+    });
     for (const tenant of ['tenant-a', 'tenant-b']) tokens.set(tenant, await idp.token(await idp.client(tenant)));
     events = await eventPublisher(env);
   });
@@ -254,5 +259,22 @@ describe('delivery engine', () => {
     await waitFor(() => fast.received.length >= 40, 'the fast receiver to get all 40', 20_000);
     expect(Math.max(...fast.received.map((request) => request.at)) - sentAt).toBeLessThan(2_500);
     expect(slow.received.length).toBeLessThan(40 + 1);
+  });
+
+  it('exposes Prometheus metrics on the router and the dispatcher', async () => {
+    let calls = 0;
+    const target = await receiver(() => (++calls === 1 ? 500 : 204));
+    const subscription = await subscribe('tenant-b', target.url);
+    await events.publish([{ tenantId: 'tenant-b', eventType: 'purchaseOrder.validated' }]);
+    await deliveryWithStatus('tenant-b', subscription.id, 'acknowledged');
+    const dispatcher = await (await fetch(`http://127.0.0.1:${metricsPorts.dispatcher}/metrics`)).text();
+    const acknowledged = /webhook_deliveries_total\{[^}]*outcome="acknowledged"[^}]*\} (\d+)/.exec(dispatcher);
+    expect(Number(acknowledged?.[1])).toBeGreaterThan(0);
+    expect(dispatcher).toMatch(/webhook_deliveries_total\{[^}]*outcome="retrying"/);
+    expect(dispatcher).toMatch(/webhook_attempt_duration_seconds_bucket\{/);
+    expect(dispatcher).toMatch(/webhook_consumer_lag\{/);
+    expect(dispatcher).toMatch(/webhook_records_in_flight/);
+    const router = await (await fetch(`http://127.0.0.1:${metricsPorts.router}/metrics`)).text();
+    expect(Number(/webhook_events_routed_total\{[^}]*kind="event"[^}]*\} (\d+)/.exec(router)?.[1])).toBeGreaterThan(0);
   });
 });

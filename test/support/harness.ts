@@ -121,14 +121,18 @@ export async function startReceiver(
 }
 
 /** The gateway, router and dispatcher as separate processes on the test's keyspace and topics. */
-export async function startServices(env: Record<string, string>, names: ('gateway' | 'router' | 'dispatcher')[]) {
+export async function startServices(
+  env: Record<string, string>,
+  names: ('gateway' | 'router' | 'dispatcher')[],
+  perService: Partial<Record<'gateway' | 'router' | 'dispatcher', Record<string, string>>> = {},
+) {
   const entries = { gateway: 'api/main.ts', router: 'router/main.ts', dispatcher: 'dispatcher/main.ts' };
   const logs = path.join(repoRoot, '.local', 'logs', 'tests');
   const services: ServiceProcess[] = names.map((name) =>
     spawnService(
       name,
       entries[name],
-      { ...process.env, ...env },
+      { ...process.env, ...env, ...perService[name] },
       path.join(logs, `${name}-${env.CASSANDRA_KEYSPACE}.log`),
     ),
   );

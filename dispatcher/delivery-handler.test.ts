@@ -1,0 +1,512 @@
+import { pino } from 'pino';
+import { describe, expect, it, vi } from 'vitest';
+import type { Attempt, DeliveryStatus } from '../core/deliveries/delivery.ts';
+import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import type { Subscription } from '../core/subscriptions/subscription.ts';
+import { createAuthHeaders, type TokenFetcher } from './auth-headers.ts';
+import { createDeliveryHandler, type AuthHeaders } from './delivery-handler.ts';
+import type { OutboundRequest } from './http-sender.ts';
+import type { AttemptResult } from './outcome.ts';
+import { failureWindow } from './outcome.ts';
+
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+const DELAYS = [1, 2, 4, 8, 16, 32, 64, 128].map((m) => m * MINUTE).concat(4 * HOUR);
+const QUEUED_AT = Date.UTC(2025, 3, 4, 10, 0, 0);
+const ENVELOPE = Buffer.from('{"eventId":"evt-1","payload":{ "a" : 1.000000000000000000001 },"payloadOmitted":false}');
+
+function subscription(overrides: Partial<Subscription> = {}): Subscription {
+  return {
+    tenantId: 'tenant-a',
+    id: 'sub-1',
+    url: 'https://receiver.example.com/hooks',
+    eventTypes: ['purchaseOrder.*'],
+    authenticationMode: 'Hmac',
+    signatureHeaderName: 'X-Webhook-Signature',
+    apiKeyHeaderName: null,
+    oauth2: null,
+    secrets: { hmacSecret: 'secret' },
+    supersedePendingDeliveries: false,
+    description: null,
+    status: 'enabled',
+    failureDays: 0,
+    lastFailureWindow: null,
+    createdAt: new Date(0),
+    updatedAt: new Date(0),
+    ...overrides,
+  };
+}
+
+function deliveryRecord(overrides: Partial<DeliveryRecord> = {}): DeliveryRecord {
+  return {
+    deliveryId: 'del-1',
+    tenantId: 'tenant-a',
+    subscriptionId: 'sub-1',
+    eventId: 'evt-1',
+    eventType: 'purchaseOrder.validated',
+    entityId: 'po-1',
+    occurredAt: '2025-04-04T09:59:59.000Z',
+    queuedAt: QUEUED_AT,
+    attempt: 1,
+    dueAt: 0,
+    envelope: ENVELOPE,
+    signature: 'c2lnbmF0dXJl',
+    replayOf: null,
+    ...overrides,
+  };
+}
+
+const ok = (statusCode: number): AttemptResult => ({ statusCode, errorMessage: null, durationMs: 15 });
+const failed = (statusCode: number | null): AttemptResult => ({
+  statusCode,
+  errorMessage: statusCode === null ? 'no answer within 30000 ms' : `HTTP ${statusCode}`,
+  durationMs: 20,
+});
+
+interface Setup {
+  subscription?: Subscription | undefined;
+  results?: AttemptResult[];
+  latest?: { deliveryId: string } | undefined;
+  now?: number;
+  /** Milliseconds the fake clock moves during each send. */
+  sendTakesMs?: number;
+  authHeaders?: AuthHeaders;
+  scheduleRetry?: (tier: number, record: DeliveryRecord) => Promise<void>;
+}
+
+/** A handler wired to fakes that record every call, in order, into `log`. */
+function setup(options: Setup = {}) {
+  const log: string[] = [];
+  let clock = options.now ?? QUEUED_AT + 5 * MINUTE;
+  const results = [...(options.results ?? [ok(200)])];
+  const sent: OutboundRequest[] = [];
+  const sub = 'subscription' in options ? options.subscription : subscription();
+
+  const send = vi.fn(async (request: OutboundRequest) => {
+    log.push('send');
+    sent.push(request);
+    clock += options.sendTakesMs ?? 0;
+    return results.shift() ?? results.at(-1) ?? ok(200);
+  });
+  const attempts = {
+    recordAttempt: vi.fn(
+      async (
+        _tenantId: string,
+        _deliveryId: string,
+        _attempt: Attempt,
+        _next: { status: DeliveryStatus; nextRetryAt: Date | null },
+      ) => {
+        log.push('recordAttempt');
+      },
+    ),
+    finish: vi.fn(
+      async (_tenantId: string, _deliveryId: string, _status: DeliveryStatus, _errorMessage: string | null) => {
+        log.push('finish');
+      },
+    ),
+    latestForEntity: vi.fn(async (_tenantId: string, _subscriptionId: string, _entityId: string) => {
+      log.push('latestForEntity');
+      return options.latest;
+    }),
+  };
+  const subscriptions = {
+    get: vi.fn(async (_tenantId: string, _id: string) => sub),
+    resetFailureDays: vi.fn(async (_tenantId: string, _id: string) => {
+      log.push('resetFailureDays');
+    }),
+    recordFailureDay: vi.fn(async (_tenantId: string, _id: string, _windowStart: number, _disableAt: number) => {
+      log.push('recordFailureDay');
+    }),
+  };
+  const scheduleRetry = vi.fn(
+    options.scheduleRetry ??
+      (async (_tier: number, _record: DeliveryRecord) => {
+        log.push('scheduleRetry');
+      }),
+  );
+  const authHeaders = vi.fn(
+    options.authHeaders ?? createAuthHeaders(async () => ({ accessToken: 'unused', expiresInSeconds: 3600 })),
+  );
+  const handle = createDeliveryHandler({
+    subscriptions,
+    attempts,
+    scheduleRetry,
+    send,
+    authHeaders,
+    logger: pino({ level: 'silent' }),
+    settings: { retryDelaysMs: DELAYS, deliveryLifetimeMs: DAY, failureDayMs: DAY, autoDisableAfterDays: 10 },
+    now: () => clock,
+  });
+  return { handle, send, sent, attempts, subscriptions, scheduleRetry, authHeaders, log, now: () => clock };
+}
+
+/** Header names are case-insensitive on the wire: compare them lower-cased. */
+function lower(headers: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value]));
+}
+
+describe('delivery handler: the request', () => {
+  it('POSTs the stored envelope bytes to the subscription url with the spec headers', async () => {
+    const t = setup();
+    await t.handle(deliveryRecord());
+    expect(t.send).toHaveBeenCalledTimes(1);
+    const request = t.sent[0]!;
+    expect(request.url).toBe('https://receiver.example.com/hooks');
+    expect(Buffer.from(request.body).equals(ENVELOPE)).toBe(true);
+    const headers = lower(request.headers);
+    expect(headers).toMatchObject({
+      'content-type': 'application/json',
+      'x-webhook-event-id': 'evt-1',
+      'x-webhook-delivery-id': 'del-1',
+      'x-webhook-event-type': 'purchaseOrder.validated',
+      'x-webhook-subscription-id': 'sub-1',
+      'x-webhook-attempt': '1',
+      'x-webhook-signature': 'c2lnbmF0dXJl',
+    });
+    // Nothing else but a user agent.
+    expect(Object.keys(headers).sort()).toEqual(
+      [
+        'content-type',
+        'user-agent',
+        'x-webhook-attempt',
+        'x-webhook-delivery-id',
+        'x-webhook-event-id',
+        'x-webhook-event-type',
+        'x-webhook-signature',
+        'x-webhook-subscription-id',
+      ].sort(),
+    );
+  });
+
+  it.each([1, 2, 9, 14])('sends X-Webhook-Attempt %i for attempt %i', async (attempt) => {
+    const t = setup();
+    await t.handle(deliveryRecord({ attempt }));
+    expect(lower(t.sent[0]!.headers)['x-webhook-attempt']).toBe(String(attempt));
+  });
+
+  it('puts the signature under the header name chosen on the subscription, and only there', async () => {
+    const t = setup({ subscription: subscription({ signatureHeaderName: 'X-Acme-Signature' }) });
+    await t.handle(deliveryRecord());
+    const headers = lower(t.sent[0]!.headers);
+    expect(headers['x-acme-signature']).toBe('c2lnbmF0dXJl');
+    expect(headers).not.toHaveProperty('x-webhook-signature');
+  });
+
+  it('sends no signature header when the record has no signature (None mode)', async () => {
+    const t = setup({ subscription: subscription({ authenticationMode: 'None', secrets: {} }) });
+    await t.handle(deliveryRecord({ signature: null }));
+    const headers = lower(t.sent[0]!.headers);
+    expect(Object.keys(headers).filter((name) => name.includes('signature'))).toEqual([]);
+    expect(headers).not.toHaveProperty('authorization');
+  });
+
+  it('sends the ApiKey header of an ApiKey subscription', async () => {
+    const t = setup({
+      subscription: subscription({
+        authenticationMode: 'ApiKey',
+        apiKeyHeaderName: 'X-Api-Key',
+        secrets: { apiKey: 'key-123' },
+      }),
+    });
+    await t.handle(deliveryRecord({ signature: null }));
+    const headers = lower(t.sent[0]!.headers);
+    expect(headers['x-api-key']).toBe('key-123');
+    expect(headers).not.toHaveProperty('x-webhook-signature');
+    expect(t.authHeaders).toHaveBeenCalledWith(expect.objectContaining({ id: 'sub-1' }), false);
+  });
+
+  it('sends the OAuth2 bearer token of an OAuth2 subscription', async () => {
+    const t = setup({
+      subscription: oauthSubscription(),
+      authHeaders: createAuthHeaders(async () => ({ accessToken: 'tok-1', expiresInSeconds: 3600 })),
+    });
+    await t.handle(deliveryRecord({ signature: null }));
+    expect(lower(t.sent[0]!.headers).authorization).toBe('Bearer tok-1');
+  });
+});
+
+function oauthSubscription(): Subscription {
+  return subscription({
+    authenticationMode: 'OAuth2',
+    oauth2: { tokenUrl: 'https://idp.example/oauth/token', clientId: 'client', audience: 'aud', scope: null },
+    secrets: { oauth2ClientSecret: 'client-secret' },
+  });
+}
+
+describe('delivery handler: acknowledged', () => {
+  it.each([
+    [200, 0],
+    [204, 0],
+    [299, 0],
+    [200, 3],
+    [201, 9],
+  ])('HTTP %i with %i failure days: records an acknowledged attempt', async (status, failureDays) => {
+    const t = setup({ results: [ok(status)], subscription: subscription({ failureDays }) });
+    const at = t.now();
+    await t.handle(deliveryRecord());
+    expect(t.attempts.recordAttempt).toHaveBeenCalledTimes(1);
+    expect(t.attempts.recordAttempt).toHaveBeenCalledWith(
+      'tenant-a',
+      'del-1',
+      { attempt: 1, at: new Date(at), statusCode: status, errorMessage: null, durationMs: 15 },
+      { status: 'acknowledged', nextRetryAt: null },
+    );
+    expect(t.scheduleRetry).not.toHaveBeenCalled();
+    expect(t.attempts.finish).not.toHaveBeenCalled();
+    expect(t.subscriptions.recordFailureDay).not.toHaveBeenCalled();
+    // The reset costs a write: only when there is something to reset.
+    if (failureDays > 0) expect(t.subscriptions.resetFailureDays).toHaveBeenCalledWith('tenant-a', 'sub-1');
+    else expect(t.subscriptions.resetFailureDays).not.toHaveBeenCalled();
+  });
+});
+
+describe('delivery handler: retrying', () => {
+  it.each([
+    [500, 1, 0],
+    [503, 2, 1],
+    [null, 3, 2],
+    [302, 1, 0],
+    [404, 8, 7],
+    [429, 9, 8],
+    [101, 12, 8],
+  ])('HTTP %s on attempt %i: retrying, scheduled on tier %i with attempt+1', async (status, attempt, tier) => {
+    const t = setup({ results: [failed(status)] });
+    const now = t.now();
+    await t.handle(deliveryRecord({ attempt }));
+    const dueAt = now + DELAYS[tier]!;
+    expect(t.attempts.recordAttempt).toHaveBeenCalledWith(
+      'tenant-a',
+      'del-1',
+      expect.objectContaining({ attempt, statusCode: status, errorMessage: failed(status).errorMessage }),
+      { status: 'retrying', nextRetryAt: new Date(dueAt) },
+    );
+    expect(t.scheduleRetry).toHaveBeenCalledTimes(1);
+    expect(t.scheduleRetry).toHaveBeenCalledWith(tier, deliveryRecord({ attempt: attempt + 1, dueAt }));
+    expect(t.attempts.finish).not.toHaveBeenCalled();
+    expect(t.subscriptions.resetFailureDays).not.toHaveBeenCalled();
+    // The attempt is written before the retry record is published.
+    expect(t.log).toEqual(['send', 'recordAttempt', 'scheduleRetry']);
+  });
+
+  it('keeps the envelope and signature of the series in the retry record', async () => {
+    const t = setup({ results: [failed(500)] });
+    await t.handle(deliveryRecord());
+    const [, record] = t.scheduleRetry.mock.calls[0]!;
+    expect(record.envelope.equals(ENVELOPE)).toBe(true);
+    expect(record.signature).toBe('c2lnbmF0dXJl');
+    expect(record.deliveryId).toBe('del-1');
+    expect(record.queuedAt).toBe(QUEUED_AT);
+  });
+
+  it.each([
+    ['measured from the end of the attempt', QUEUED_AT + HOUR, QUEUED_AT + HOUR + 30_000 + MINUTE],
+    ['clipped to the deadline', QUEUED_AT + DAY - 80_000, QUEUED_AT + DAY],
+  ])('the retry delay is %s', async (_name, now, dueAt) => {
+    const t = setup({ results: [failed(null)], now, sendTakesMs: 30_000 });
+    await t.handle(deliveryRecord({ attempt: 1 }));
+    expect(t.scheduleRetry).toHaveBeenCalledWith(0, deliveryRecord({ attempt: 2, dueAt }));
+    expect(t.attempts.recordAttempt.mock.calls[0]![2].at).toEqual(new Date(now));
+  });
+
+  it('does not resolve before the retry record is acknowledged, and fails when it cannot be published', async () => {
+    let release: () => void = () => undefined;
+    const t = setup({
+      results: [failed(500)],
+      scheduleRetry: () => new Promise<void>((resolve) => (release = resolve)),
+    });
+    let done = false;
+    const handled = t.handle(deliveryRecord()).then(() => (done = true));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(done).toBe(false);
+    release();
+    await handled;
+    expect(done).toBe(true);
+
+    const broken = setup({
+      results: [failed(500)],
+      scheduleRetry: async () => Promise.reject(new Error('broker down')),
+    });
+    await expect(broken.handle(deliveryRecord())).rejects.toThrow('broker down');
+  });
+});
+
+describe('delivery handler: abandoned', () => {
+  it.each([
+    ['exactly at the deadline', QUEUED_AT + DAY],
+    ['an hour after the deadline', QUEUED_AT + DAY + HOUR],
+  ])('%s: abandoned without sending, failure day recorded', async (_name, now) => {
+    const t = setup({ now });
+    await t.handle(deliveryRecord({ attempt: 7 }));
+    expect(t.send).not.toHaveBeenCalled();
+    expect(t.attempts.recordAttempt).not.toHaveBeenCalled();
+    expect(t.attempts.finish).toHaveBeenCalledWith('tenant-a', 'del-1', 'abandoned', 'delivery lifetime exceeded');
+    expect(t.subscriptions.recordFailureDay).toHaveBeenCalledWith('tenant-a', 'sub-1', failureWindow(now, DAY), 10);
+    expect(t.scheduleRetry).not.toHaveBeenCalled();
+  });
+
+  it('abandons a failed attempt that ends past the deadline, recording the attempt and the failure day', async () => {
+    const t = setup({ results: [failed(null)], now: QUEUED_AT + DAY - 10_000, sendTakesMs: 30_000 });
+    await t.handle(deliveryRecord({ attempt: 12 }));
+    expect(t.attempts.recordAttempt).toHaveBeenCalledWith(
+      'tenant-a',
+      'del-1',
+      expect.objectContaining({ attempt: 12, statusCode: null }),
+      { status: 'abandoned', nextRetryAt: null },
+    );
+    expect(t.attempts.finish).toHaveBeenCalledWith('tenant-a', 'del-1', 'abandoned', 'delivery lifetime exceeded');
+    expect(t.subscriptions.recordFailureDay).toHaveBeenCalledWith(
+      'tenant-a',
+      'sub-1',
+      failureWindow(QUEUED_AT + DAY + 20_000, DAY),
+      10,
+    );
+    expect(t.scheduleRetry).not.toHaveBeenCalled();
+  });
+
+  it('abandons the pending deliveries of a disabled subscription with "subscription disabled", without sending', async () => {
+    const t = setup({ subscription: subscription({ status: 'disabled', failureDays: 10 }) });
+    await t.handle(deliveryRecord({ attempt: 3 }));
+    expect(t.send).not.toHaveBeenCalled();
+    expect(t.attempts.finish).toHaveBeenCalledWith('tenant-a', 'del-1', 'abandoned', 'subscription disabled');
+    expect(t.attempts.recordAttempt).not.toHaveBeenCalled();
+    expect(t.scheduleRetry).not.toHaveBeenCalled();
+    // Already disabled: abandoning its leftovers must not count further failure days.
+    expect(t.subscriptions.recordFailureDay).not.toHaveBeenCalled();
+  });
+
+  it('abandons the deliveries of a deleted subscription without sending', async () => {
+    const t = setup({ subscription: undefined });
+    await t.handle(deliveryRecord());
+    expect(t.subscriptions.get).toHaveBeenCalledWith('tenant-a', 'sub-1');
+    expect(t.send).not.toHaveBeenCalled();
+    expect(t.attempts.finish).toHaveBeenCalledWith('tenant-a', 'del-1', 'abandoned', 'subscription deleted');
+    expect(t.subscriptions.recordFailureDay).not.toHaveBeenCalled();
+    expect(t.scheduleRetry).not.toHaveBeenCalled();
+  });
+});
+
+describe('delivery handler: supersede', () => {
+  const collapsing = () => subscription({ supersedePendingDeliveries: true });
+
+  it('ends a delivery whose entity has a newer delivery as superseded, without sending', async () => {
+    const t = setup({ subscription: collapsing(), latest: { deliveryId: 'del-newer' } });
+    await t.handle(deliveryRecord({ attempt: 2 }));
+    expect(t.attempts.latestForEntity).toHaveBeenCalledWith('tenant-a', 'sub-1', 'po-1');
+    expect(t.send).not.toHaveBeenCalled();
+    expect(t.attempts.finish).toHaveBeenCalledWith(
+      'tenant-a',
+      'del-1',
+      'superseded',
+      expect.stringContaining('del-newer'),
+    );
+    expect(t.attempts.recordAttempt).not.toHaveBeenCalled();
+    expect(t.scheduleRetry).not.toHaveBeenCalled();
+    expect(t.subscriptions.recordFailureDay).not.toHaveBeenCalled();
+  });
+
+  it.each([
+    ['it is the latest itself', { deliveryId: 'del-1' }],
+    ['no latest is known', undefined],
+  ])('sends when %s', async (_name, latest) => {
+    const t = setup({ subscription: collapsing(), latest });
+    await t.handle(deliveryRecord());
+    expect(t.send).toHaveBeenCalledTimes(1);
+    expect(t.attempts.finish).not.toHaveBeenCalled();
+  });
+
+  it('never supersedes a replay, even when a newer delivery exists', async () => {
+    const t = setup({ subscription: collapsing(), latest: { deliveryId: 'del-newer' } });
+    await t.handle(deliveryRecord({ deliveryId: 'del-replay', replayOf: 'del-1' }));
+    expect(t.send).toHaveBeenCalledTimes(1);
+    expect(t.attempts.finish).not.toHaveBeenCalledWith('tenant-a', 'del-replay', 'superseded', expect.anything());
+    expect(t.attempts.recordAttempt).toHaveBeenCalledWith('tenant-a', 'del-replay', expect.anything(), {
+      status: 'acknowledged',
+      nextRetryAt: null,
+    });
+  });
+
+  it('does not look up the latest delivery when the subscription does not supersede', async () => {
+    const t = setup({ latest: { deliveryId: 'del-newer' } });
+    await t.handle(deliveryRecord());
+    expect(t.attempts.latestForEntity).not.toHaveBeenCalled();
+    expect(t.send).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('delivery handler: OAuth2', () => {
+  function tokens(...values: (string | Error)[]) {
+    const fetchToken = vi.fn<TokenFetcher>(async () => {
+      const next = values.shift();
+      if (next instanceof Error) throw next;
+      return { accessToken: next ?? 'tok-last', expiresInSeconds: 3600 };
+    });
+    return { fetchToken, authHeaders: createAuthHeaders(fetchToken) };
+  }
+
+  it('on 401 fetches a new token and tries once more within the same attempt', async () => {
+    const { fetchToken, authHeaders } = tokens('tok-old', 'tok-new');
+    const t = setup({ subscription: oauthSubscription(), authHeaders, results: [failed(401), ok(200)] });
+    await t.handle(deliveryRecord({ signature: null }));
+    expect(t.send).toHaveBeenCalledTimes(2);
+    expect(t.sent.map((r) => lower(r.headers).authorization)).toEqual(['Bearer tok-old', 'Bearer tok-new']);
+    expect(t.sent.map((r) => lower(r.headers)['x-webhook-attempt'])).toEqual(['1', '1']);
+    expect(t.authHeaders.mock.calls.map(([, refresh]) => refresh)).toEqual([false, true]);
+    expect(fetchToken).toHaveBeenCalledTimes(2);
+    expect(t.attempts.recordAttempt).toHaveBeenCalledTimes(1);
+    expect(t.attempts.recordAttempt).toHaveBeenCalledWith(
+      'tenant-a',
+      'del-1',
+      expect.objectContaining({ attempt: 1, statusCode: 200 }),
+      { status: 'acknowledged', nextRetryAt: null },
+    );
+  });
+
+  it('refreshes only once: a second 401 is a failed attempt', async () => {
+    const { authHeaders } = tokens('tok-1', 'tok-2', 'tok-3');
+    const t = setup({ subscription: oauthSubscription(), authHeaders, results: [failed(401), failed(401), ok(200)] });
+    await t.handle(deliveryRecord({ signature: null }));
+    expect(t.send).toHaveBeenCalledTimes(2);
+    expect(t.attempts.recordAttempt).toHaveBeenCalledWith(
+      'tenant-a',
+      'del-1',
+      expect.objectContaining({ statusCode: 401 }),
+      expect.objectContaining({ status: 'retrying' }),
+    );
+    expect(t.scheduleRetry).toHaveBeenCalledTimes(1);
+  });
+
+  it.each([
+    ['ApiKey', subscription({ authenticationMode: 'ApiKey', apiKeyHeaderName: 'X-Api-Key', secrets: { apiKey: 'k' } })],
+    ['Hmac', subscription()],
+  ])('does not retry a 401 within the attempt in %s mode', async (_mode, sub) => {
+    const t = setup({ subscription: sub, results: [failed(401), ok(200)] });
+    await t.handle(deliveryRecord());
+    expect(t.send).toHaveBeenCalledTimes(1);
+    expect(t.scheduleRetry).toHaveBeenCalledTimes(1);
+  });
+
+  it('turns a failing token request into a failed attempt, not an exception', async () => {
+    const { authHeaders } = tokens(new Error('token endpoint answered 500'));
+    const t = setup({ subscription: oauthSubscription(), authHeaders });
+    await expect(t.handle(deliveryRecord({ signature: null }))).resolves.toBeUndefined();
+    expect(t.send).not.toHaveBeenCalled();
+    const [, , attempt, next] = t.attempts.recordAttempt.mock.calls[0]!;
+    expect(attempt).toMatchObject({ attempt: 1, statusCode: null });
+    expect(attempt.errorMessage).toContain('authentication failed');
+    expect(attempt.errorMessage).toContain('token endpoint answered 500');
+    expect(next).toEqual({ status: 'retrying', nextRetryAt: new Date(t.now() + MINUTE) });
+    expect(t.scheduleRetry).toHaveBeenCalledWith(0, expect.objectContaining({ attempt: 2 }));
+  });
+
+  it('turns a failing refresh after a 401 into a failed attempt too', async () => {
+    const { authHeaders } = tokens('tok-old', new Error('idp down'));
+    const t = setup({ subscription: oauthSubscription(), authHeaders, results: [failed(401), ok(200)] });
+    await t.handle(deliveryRecord({ signature: null }));
+    expect(t.send).toHaveBeenCalledTimes(1);
+    const [, , attempt, next] = t.attempts.recordAttempt.mock.calls[0]!;
+    expect(attempt.statusCode).toBeNull();
+    expect(attempt.errorMessage).toContain('idp down');
+    expect(next.status).toBe('retrying');
+  });
+});

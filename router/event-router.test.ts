@@ -1,0 +1,246 @@
+import { createHmac } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import type { Delivery, StoredEvent } from '../core/deliveries/delivery.ts';
+import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import { buildEnvelope } from '../core/envelope.ts';
+import { deliveryIdFor } from '../core/ids.ts';
+import type { Subscription } from '../core/subscriptions/subscription.ts';
+import { queuedDelivery, routeEvent, type RouterDeps } from './event-router.ts';
+
+const LIMIT = 204_800;
+const RECEIVED_AT = Date.UTC(2025, 2, 3, 4, 5, 6, 789);
+
+const event: StoredEvent = {
+  tenantId: 'tenant-a',
+  eventId: '6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f',
+  eventType: 'purchaseOrder.validated',
+  occurredAt: '2025-03-03T04:05:06.000Z',
+  entityId: 'po-7',
+  reference: 'PO-000007',
+  resourceUrl: '/CorePurchase/REST/PurchaseOrders/po-7',
+  payload: Buffer.from('{ "id":"po-7", "totalAmount":"1.000000000000000000001", "s":"😀\\u00e9" }'),
+};
+
+function subscription(id: string, overrides: Partial<Subscription> = {}): Subscription {
+  return {
+    tenantId: 'tenant-a',
+    id,
+    url: `https://receiver.example.com/${id}`,
+    eventTypes: ['purchaseOrder.*'],
+    authenticationMode: 'None',
+    signatureHeaderName: 'X-Webhook-Signature',
+    apiKeyHeaderName: null,
+    oauth2: null,
+    secrets: {},
+    supersedePendingDeliveries: false,
+    description: null,
+    status: 'enabled',
+    failureDays: 0,
+    lastFailureWindow: null,
+    createdAt: new Date(0),
+    updatedAt: new Date(0),
+    ...overrides,
+  };
+}
+
+type Call =
+  | { kind: 'subscriptionsOf'; tenantId: string }
+  | { kind: 'createDeliveries'; event: StoredEvent; deliveries: Delivery[]; writeTime: number }
+  | { kind: 'markLatestForEntity'; delivery: Delivery; writeTime: number }
+  | { kind: 'publish'; records: DeliveryRecord[] };
+
+/** In-memory dependencies that log every call in order. */
+function fakes(subscriptions: Subscription[], options: { failStore?: boolean } = {}) {
+  const calls: Call[] = [];
+  const deps: RouterDeps = {
+    subscriptionsOf: async (tenantId) => {
+      calls.push({ kind: 'subscriptionsOf', tenantId });
+      return subscriptions;
+    },
+    store: {
+      createDeliveries: async (storedEvent, deliveries, writeTime) => {
+        calls.push({ kind: 'createDeliveries', event: storedEvent, deliveries, writeTime });
+        if (options.failStore) throw new Error('cassandra unavailable');
+      },
+      markLatestForEntity: async (delivery, writeTime) => {
+        // Yield first: a publish that did not wait for this write would overtake it in the log.
+        await new Promise((resolve) => setImmediate(resolve));
+        calls.push({ kind: 'markLatestForEntity', delivery, writeTime });
+      },
+    },
+    publish: async (records) => {
+      calls.push({ kind: 'publish', records });
+    },
+    payloadLimitBytes: LIMIT,
+  };
+  return { deps, calls };
+}
+
+describe('routeEvent', () => {
+  it('creates deliveries only for enabled subscriptions of the event tenant whose patterns match', async () => {
+    const subs = [
+      subscription('match-wildcard'),
+      subscription('disabled', { status: 'disabled' }),
+      subscription('other-type', { eventTypes: ['invoice.*'] }),
+      subscription('too-deep', { eventTypes: ['purchaseOrder.row.*'] }),
+      subscription('exact', { eventTypes: ['invoice.sent', 'purchaseOrder.validated'] }),
+      subscription('leading-wildcard', { eventTypes: ['*.validated'] }),
+      subscription('other-tenant', { tenantId: 'tenant-b' }), // a faulty store must not leak it
+      subscription('cancelled-only', { eventTypes: ['purchaseOrder.cancelled'] }),
+    ];
+    const { deps, calls } = fakes(subs);
+    const records = await routeEvent(event, RECEIVED_AT, deps);
+    expect(records.map((r) => r.subscriptionId)).toEqual(['match-wildcard', 'exact', 'leading-wildcard']);
+    expect(calls[0]).toEqual({ kind: 'subscriptionsOf', tenantId: 'tenant-a' });
+    const created = calls.find((c) => c.kind === 'createDeliveries');
+    expect(created?.kind === 'createDeliveries' && created.deliveries.map((d) => d.subscriptionId)).toEqual([
+      'match-wildcard',
+      'exact',
+      'leading-wildcard',
+    ]);
+  });
+
+  it('never routes to another tenant, even when every subscription returned belongs to it', async () => {
+    const { deps, calls } = fakes([
+      subscription('b1', { tenantId: 'tenant-b' }),
+      subscription('b2', { tenantId: 'tenant-b', eventTypes: ['*.*'] }),
+    ]);
+    expect(await routeEvent(event, RECEIVED_AT, deps)).toEqual([]);
+    expect(calls.map((c) => c.kind)).toEqual(['subscriptionsOf']);
+  });
+
+  it('writes and publishes nothing when no subscription matches', async () => {
+    const { deps, calls } = fakes([subscription('s', { eventTypes: ['purchaseOrder.cancelled'] })]);
+    expect(await routeEvent(event, RECEIVED_AT, deps)).toEqual([]);
+    expect(calls.map((c) => c.kind)).toEqual(['subscriptionsOf']);
+  });
+
+  it('fills each record: derived id, attempt 1, queued at the source record time, envelope for that subscription', async () => {
+    const { deps } = fakes([subscription('s1'), subscription('s2')]);
+    const records = await routeEvent(event, RECEIVED_AT, deps);
+    for (const [index, id] of ['s1', 's2'].entries()) {
+      const record = records[index]!;
+      expect(record).toEqual({
+        deliveryId: deliveryIdFor(event.eventId, id),
+        tenantId: 'tenant-a',
+        subscriptionId: id,
+        eventId: event.eventId,
+        eventType: event.eventType,
+        entityId: event.entityId,
+        occurredAt: event.occurredAt,
+        queuedAt: RECEIVED_AT,
+        attempt: 1,
+        dueAt: 0,
+        envelope: buildEnvelope({ ...event, subscriptionId: id }, event.payload, LIMIT),
+        signature: null,
+        replayOf: null,
+      });
+      // The producer's bytes are inside, untouched.
+      expect(record.envelope.includes(event.payload)).toBe(true);
+      expect(JSON.parse(record.envelope.toString('utf8'))).toMatchObject({ subscriptionId: id, payloadOmitted: false });
+    }
+  });
+
+  it('omits a payload above the configured limit', async () => {
+    const { deps } = fakes([subscription('s1')]);
+    deps.payloadLimitBytes = event.payload.length - 1;
+    const [record] = await routeEvent(event, RECEIVED_AT, deps);
+    expect(JSON.parse(record!.envelope.toString('utf8'))).toMatchObject({ payload: null, payloadOmitted: true });
+  });
+
+  it('signs Hmac subscriptions over the exact envelope bytes with each subscription secret', async () => {
+    const { deps } = fakes([
+      subscription('h1', { authenticationMode: 'Hmac', secrets: { hmacSecret: 'secret-one' } }),
+      subscription('h2', { authenticationMode: 'Hmac', secrets: { hmacSecret: 'clé-deux-🔑' } }),
+    ]);
+    const records = await routeEvent(event, RECEIVED_AT, deps);
+    for (const [record, secret] of [
+      [records[0]!, 'secret-one'],
+      [records[1]!, 'clé-deux-🔑'],
+    ] as const) {
+      const expected = createHmac('sha256', Buffer.from(secret, 'utf8')).update(record.envelope).digest('base64');
+      expect(record.signature).toBe(expected);
+    }
+    expect(records[0]!.signature).not.toBe(records[1]!.signature);
+  });
+
+  it.each([
+    ['None', {}],
+    ['ApiKey', { apiKeyHeaderName: 'X-Api-Key', secrets: { apiKey: 'k' } }],
+    [
+      'OAuth2',
+      {
+        oauth2: { tokenUrl: 'https://idp.example/token', clientId: 'c', audience: null, scope: null },
+        secrets: { oauth2ClientSecret: 's', hmacSecret: 'left-over' },
+      },
+    ],
+  ] as const)('leaves the signature null in %s mode', async (mode, overrides) => {
+    const { deps } = fakes([subscription('s', { authenticationMode: mode, ...overrides })]);
+    const [record] = await routeEvent(event, RECEIVED_AT, deps);
+    expect(record!.signature).toBeNull();
+  });
+
+  it('routes the same event twice to the same delivery ids, envelopes and signatures (crash replay)', async () => {
+    const subs = [subscription('s1', { authenticationMode: 'Hmac', secrets: { hmacSecret: 'k' } }), subscription('s2')];
+    const first = await routeEvent(event, RECEIVED_AT, fakes(subs).deps);
+    const second = await routeEvent(event, RECEIVED_AT, fakes(subs).deps);
+    expect(second).toEqual(first);
+    const other = await routeEvent({ ...event, eventId: 'another-event' }, RECEIVED_AT, fakes(subs).deps);
+    expect(other.map((r) => r.deliveryId)).not.toEqual(first.map((r) => r.deliveryId));
+  });
+
+  it('writes the deliveries (and latest-for-entity marks) before publishing', async () => {
+    const { deps, calls } = fakes([
+      subscription('plain'),
+      subscription('collapse', { supersedePendingDeliveries: true }),
+    ]);
+    const records = await routeEvent(event, RECEIVED_AT, deps);
+    expect(calls.map((c) => c.kind)).toEqual(['subscriptionsOf', 'createDeliveries', 'markLatestForEntity', 'publish']);
+    const publish = calls.at(-1);
+    expect(publish?.kind === 'publish' && publish.records).toEqual(records);
+  });
+
+  it('stores queued history rows matching the records, at the source record time', async () => {
+    const { deps, calls } = fakes([subscription('s1', { authenticationMode: 'Hmac', secrets: { hmacSecret: 'k' } })]);
+    const [record] = await routeEvent(event, RECEIVED_AT, deps);
+    const created = calls.find((c) => c.kind === 'createDeliveries');
+    if (created?.kind !== 'createDeliveries') throw new Error('no createDeliveries call');
+    expect(created.event).toBe(event);
+    expect(created.writeTime).toBe(RECEIVED_AT);
+    expect(created.deliveries).toEqual([queuedDelivery(record!)]);
+    expect(created.deliveries[0]).toMatchObject({
+      id: record!.deliveryId,
+      status: 'queued',
+      attemptCount: 0,
+      queuedAt: new Date(RECEIVED_AT),
+      signature: record!.signature,
+      replayOf: null,
+    });
+  });
+
+  it('publishes nothing when the store write fails (the event will be routed again)', async () => {
+    const { deps, calls } = fakes([subscription('s1')], { failStore: true });
+    await expect(routeEvent(event, RECEIVED_AT, deps)).rejects.toThrow('cassandra unavailable');
+    expect(calls.map((c) => c.kind)).not.toContain('publish');
+  });
+
+  it('marks the latest delivery per entity only for subscriptions that supersede', async () => {
+    const { deps, calls } = fakes([
+      subscription('s-plain'),
+      subscription('s-collapse-1', { supersedePendingDeliveries: true }),
+      subscription('s-collapse-2', { supersedePendingDeliveries: true, eventTypes: ['*.validated'] }),
+    ]);
+    await routeEvent(event, RECEIVED_AT, deps);
+    const marks = calls.filter((c) => c.kind === 'markLatestForEntity');
+    expect(marks).toHaveLength(2);
+    const marked = marks.map((m) => (m.kind === 'markLatestForEntity' ? m : undefined)!);
+    expect(marked.map((m) => m.delivery.id).sort()).toEqual(
+      [deliveryIdFor(event.eventId, 's-collapse-1'), deliveryIdFor(event.eventId, 's-collapse-2')].sort(),
+    );
+    for (const mark of marked) {
+      expect(mark.writeTime).toBe(RECEIVED_AT);
+      expect(mark.delivery).toMatchObject({ entityId: 'po-7', tenantId: 'tenant-a', status: 'queued' });
+      expect(mark.delivery.subscriptionId).toMatch(/^s-collapse-/);
+    }
+  });
+});
