@@ -155,7 +155,15 @@ export class ConsumerRunner {
 
   async start(): Promise<void> {
     const { groupId, topics, fromBeginning = false } = this.options;
-    const consumer = this.kafka.consumer({ groupId, allowAutoTopicCreation: false, maxWaitTimeInMs: 100 });
+    // A member that dies without leaving is noticed after the session timeout: keep it short so its partitions
+    // (and their uncommitted records) move to a live member quickly.
+    const consumer = this.kafka.consumer({
+      groupId,
+      allowAutoTopicCreation: false,
+      maxWaitTimeInMs: 100,
+      sessionTimeout: 10_000,
+      heartbeatInterval: 1_000,
+    });
     this.consumer = consumer;
     // A new generation starts from the committed offsets: forget what the previous one tracked.
     consumer.on(consumer.events.GROUP_JOIN, () => this.trackers.clear());
