@@ -1,0 +1,223 @@
+/**
+ * `npm run bench -- [--events N] [--tenants T] [--subs S] [--rate D] [--fail 0.3] [--backlog 100000]`
+ * Runs a router and a dispatcher as processes on their own keyspace and topics against a fast local receiver, and
+ * prints deliveries per second, event-to-receipt latency p50/p99 and the dispatcher's resident memory.
+ *   --rate D      publish at D deliveries per second (0: as fast as possible)
+ *   --fail F      fraction of answers that fail with 500 (those deliveries retry after 1 s)
+ *   --backlog B   first park B deliveries in a retry tier due in an hour (memory must stay flat while they wait)
+ */
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { connectCassandra } from '../../core/cassandra.ts';
+import { loadConfig, requireSecrets } from '../../core/config.ts';
+import { createKafka, Publisher } from '../../core/kafka.ts';
+import { createLogger } from '../../core/log.ts';
+import { codecFor, createRegistry } from '../../core/registry.ts';
+import { SubscriptionStore } from '../../core/subscriptions/subscription-store.ts';
+import { topicNames } from '../../core/topics.ts';
+import { blankSubscription } from '../../api/subscription-input.ts';
+import { repoRoot, spawnService } from '../../infra/processes.ts';
+import { deprovision, provision } from '../../infra/provision.ts';
+import { ensureServers } from '../../infra/servers.ts';
+import { eventPublisher } from '../support/events.ts';
+
+const { values } = parseArgs({
+  options: {
+    events: { type: 'string', default: '5000' },
+    tenants: { type: 'string', default: '10' },
+    subs: { type: 'string', default: '2' },
+    rate: { type: 'string', default: '0' },
+    fail: { type: 'string', default: '0' },
+    backlog: { type: 'string', default: '0' },
+  },
+});
+const events = Number(values.events);
+const tenants = Number(values.tenants);
+const subsPerTenant = Number(values.subs);
+const rate = Number(values.rate);
+const failRatio = Number(values.fail);
+const backlog = Number(values.backlog);
+const expected = events * subsPerTenant;
+
+const percentile = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
+const rssMb = (pid: number) => {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
+  return line ? Number(line[1]) / 1024 : NaN;
+};
+
+const servers = await ensureServers({ root: path.join(repoRoot, '.local'), progress: (line) => console.log(line) });
+const run = randomUUID().slice(0, 8);
+const env: Record<string, string> = {
+  KAFKA_BROKERS: servers.kafkaBrokers.join(','),
+  CASSANDRA_CONTACT_POINTS: servers.cassandraContactPoints.join(','),
+  SCHEMA_REGISTRY_URL: servers.schemaRegistryUrl,
+  CASSANDRA_KEYSPACE: `bench_${run}`,
+  KAFKA_TOPIC_PREFIX: `bench.${run}.`,
+  KAFKA_PARTITIONS: '6',
+  SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'),
+  WEBHOOK_RETRY_DELAYS: '1s,1h',
+  WEBHOOK_ALLOW_HTTP: 'true',
+  WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
+  LOG_LEVEL: 'warn',
+};
+const config = loadConfig(env);
+const logger = createLogger('bench', 'warn');
+await provision(config, logger);
+
+// The receiver: answers at once; a fraction fails (deterministically per request) when asked.
+let received = 0;
+let failed = 0;
+const firstReceipt = new Map<string, number>();
+const latencies: number[] = [];
+let firstAt = 0;
+let lastAt = 0;
+const receiver = createServer((request, response) => {
+  const chunks: Buffer[] = [];
+  request.on('data', (chunk: Buffer) => chunks.push(chunk));
+  request.on('end', () => {
+    if (failRatio > 0 && Math.random() < failRatio) {
+      failed += 1;
+      return void response.writeHead(500).end();
+    }
+    const now = Date.now();
+    const key = `${request.headers['x-webhook-delivery-id']}`;
+    if (!firstReceipt.has(key)) {
+      firstReceipt.set(key, now);
+      const occurredAt = /"occurredAt":"([^"]+)"/.exec(Buffer.concat(chunks).toString('utf8'))?.[1];
+      if (occurredAt) latencies.push(now - Date.parse(occurredAt));
+      received += 1;
+      firstAt ||= now;
+      lastAt = now;
+    }
+    response.writeHead(204).end();
+  });
+});
+await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+
+const db = await connectCassandra(config);
+const store = new SubscriptionStore(db, requireSecrets(config));
+const tenantIds = Array.from({ length: tenants }, (_, index) => `bench-tenant-${index}`);
+const subscriptionIds: string[] = [];
+for (const tenantId of tenantIds) {
+  for (let index = 0; index < subsPerTenant; index += 1) {
+    const subscription = blankSubscription(tenantId, randomUUID(), new Date());
+    subscriptionIds.push(subscription.id);
+    await store.save({
+      ...subscription,
+      url,
+      eventTypes: ['purchaseOrder.*'],
+      authenticationMode: 'Hmac',
+      secrets: { hmacSecret: 'bench-secret-0123456789' },
+    });
+  }
+}
+await db.shutdown();
+
+const logs = path.join(repoRoot, '.local', 'logs', 'bench');
+const router = spawnService(
+  'router',
+  'router/main.ts',
+  { ...process.env, ...env },
+  path.join(logs, `router-${run}.log`),
+);
+const dispatcher = spawnService(
+  'dispatcher',
+  'dispatcher/main.ts',
+  { ...process.env, ...env },
+  path.join(logs, `dispatcher-${run}.log`),
+);
+const memory: number[] = [];
+const sampler = setInterval(() => memory.push(rssMb(dispatcher.child.pid!)), 500);
+
+try {
+  if (backlog > 0) {
+    // Park B deliveries in the 1 h retry tier: the dispatcher must pause those partitions, not hold the records.
+    const kafka = createKafka(config.kafka.brokers, 'bench', logger);
+    const publisher = await Publisher.connect(kafka);
+    const tier = topicNames(config).retries[1]!.topic;
+    const codec = await codecFor<Record<string, unknown>>(createRegistry(config.schemaRegistryUrl), 'delivery', tier);
+    const dueAt = Date.now() + 3_600_000;
+    const started = Date.now();
+    for (let sent = 0; sent < backlog; sent += 2_000) {
+      const records = await Promise.all(
+        Array.from({ length: Math.min(2_000, backlog - sent) }, async (_, index) => {
+          const subscriptionId = subscriptionIds[(sent + index) % subscriptionIds.length]!;
+          return {
+            topic: tier,
+            key: subscriptionId,
+            headers: { 'due-at': String(dueAt) },
+            value: await codec.encode({
+              deliveryId: randomUUID(),
+              tenantId: tenantIds[0],
+              subscriptionId,
+              eventId: randomUUID(),
+              eventType: 'purchaseOrder.validated',
+              entityId: randomUUID(),
+              occurredAt: new Date().toISOString(),
+              queuedAt: Date.now(),
+              attempt: 2,
+              dueAt,
+              envelope: Buffer.from('{}'),
+              signature: null,
+              replayOf: null,
+            }),
+          };
+        }),
+      );
+      await publisher.publish(records);
+    }
+    await publisher.close();
+    console.log(`parked ${backlog} pending retries in ${tier} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    console.log(`dispatcher RSS with the backlog parked: ${rssMb(dispatcher.child.pid!).toFixed(0)} MB`);
+  }
+
+  const publisher = await eventPublisher(env);
+  // Warm up: wait until both consumer groups have joined and one event has gone all the way.
+  await publisher.publish([{ tenantId: tenantIds[0]!, eventType: 'purchaseOrder.validated' }]);
+  while (received < subsPerTenant) await new Promise((resolve) => setTimeout(resolve, 100));
+  received = 0;
+  firstAt = 0;
+  latencies.length = 0;
+  const started = Date.now();
+  const batch = 200;
+  for (let sent = 0; sent < events; sent += batch) {
+    const size = Math.min(batch, events - sent);
+    await publisher.publish(
+      Array.from({ length: size }, (_, index) => ({
+        tenantId: tenantIds[(sent + index) % tenants]!,
+        eventType: 'purchaseOrder.validated',
+        payload: JSON.stringify({ id: randomUUID(), status: 'Validated', totalAmount: '123.45', rows: [] }),
+      })),
+    );
+    if (rate > 0) {
+      // Pace the events so deliveries arrive at `rate` per second.
+      const due = started + ((sent + size) * subsPerTenant * 1000) / rate;
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, due - Date.now())));
+    }
+  }
+  console.log(`published ${events} events in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  await publisher.close();
+  const deadline = Date.now() + 600_000;
+  while (received < expected && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 200));
+  latencies.sort((a, b) => a - b);
+  const seconds = (lastAt - firstAt) / 1000;
+  console.log(`
+mode: ${rate > 0 ? `paced at ${rate} deliveries/s` : 'as fast as possible'}${failRatio > 0 ? `, ${failRatio * 100}% of answers failing` : ''}${backlog > 0 ? `, ${backlog} pending retries parked` : ''}
+events ${events} × ${subsPerTenant} subscriptions (${tenants} tenants) = ${expected} deliveries; received ${received}${failed ? `, ${failed} failed answers` : ''}
+throughput: ${(received / seconds).toFixed(0)} deliveries/s over ${seconds.toFixed(1)} s
+event-to-receipt latency: p50 ${percentile(latencies, 0.5)} ms, p99 ${percentile(latencies, 0.99)} ms, max ${latencies.at(-1)} ms
+dispatcher RSS: max ${Math.max(...memory).toFixed(0)} MB, last ${memory.at(-1)?.toFixed(0)} MB`);
+} finally {
+  clearInterval(sampler);
+  await Promise.all([router.stop(), dispatcher.stop()]);
+  receiver.close();
+  await deprovision(config, logger);
+  await servers.stop();
+}
