@@ -186,7 +186,8 @@ try {
   firstAt = 0;
   latencies.length = 0;
   const started = Date.now();
-  const batch = 200;
+  // Paced runs publish in small batches (50 a second) so the load is smooth rather than bursts.
+  const batch = rate > 0 ? Math.max(1, Math.round(rate / subsPerTenant / 50)) : 200;
   for (let sent = 0; sent < events; sent += batch) {
     const size = Math.min(batch, events - sent);
     await publisher.publish(
