@@ -193,7 +193,7 @@ export class ConsumerRunner {
           const tracker = this.tracker(batch.topic, batch.partition);
           tracker.begin(message.offset);
           resolveOffset(message.offset);
-          void this.run(record).then(() => tracker.finish(message.offset));
+          void this.run(record, () => tracker.finish(message.offset));
         }
         await heartbeat();
       },
@@ -223,12 +223,14 @@ export class ConsumerRunner {
     }
   }
 
-  private async run(record: ConsumedRecord): Promise<void> {
+  /** Handles a record; `finished` runs before the slot is released, so stop() never commits ahead of it. */
+  private async run(record: ConsumedRecord, finished: () => void): Promise<void> {
     const laneKey = this.options.lane?.of(record);
     const lane = laneKey === undefined ? undefined : this.enterLane(laneKey);
     try {
       if (lane) await lane;
       await this.handleUntilDurable(record);
+      finished();
     } finally {
       if (laneKey !== undefined) this.leaveLane(laneKey);
       this.inFlight -= 1;

@@ -81,5 +81,56 @@ describe('crash safety', () => {
       expect(seen.size).toBe(EVENTS);
       expect(receiver.received.length).toBeGreaterThanOrEqual(EVENTS);
     }
+    // The next test needs the consumer groups to itself.
+    await Promise.all(stacks.splice(0).map((stack) => stack.stop()));
+  });
+
+  it('on SIGTERM a dispatcher finishes its in-flight attempts, commits and exits; nothing is sent again', async () => {
+    const config = loadConfig(env);
+    const db = await connectCassandra(config);
+    const store = new SubscriptionStore(db, requireSecrets(config));
+    const tenantId = `tenant-term-${randomUUID().slice(0, 8)}`;
+    const slow = await startReceiver(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      return 204;
+    });
+    receivers.push(slow);
+    await store.save({
+      ...blankSubscription(tenantId, randomUUID(), new Date()),
+      url: slow.url,
+      eventTypes: ['purchaseOrder.*'],
+    });
+    await db.shutdown();
+
+    const router = await startServices(env, ['router']);
+    const first = await startServices(env, ['dispatcher']);
+    stacks.push(router, first);
+    const events = await eventPublisher(env);
+    const ids = await events.publish(
+      Array.from({ length: 10 }, () => ({ tenantId, eventType: 'purchaseOrder.validated' })),
+    );
+    await events.close();
+    await waitFor(() => slow.received.length >= 10, 'all ten attempts to be in flight', 30_000);
+
+    const dispatcher = first.services[0]!;
+    dispatcher.child.kill('SIGTERM');
+    expect(await dispatcher.exited).toBe(0);
+    // Every attempt in flight at SIGTERM was finished (answered) before the process left.
+    expect(slow.received).toHaveLength(10);
+
+    const second = await startServices(env, ['dispatcher']);
+    stacks.push(second);
+    const more = await eventPublisher(env);
+    const [marker] = await more.publish([{ tenantId, eventType: 'purchaseOrder.validated' }]);
+    await more.close();
+    await waitFor(
+      () => slow.received.some((request) => request.headers['x-webhook-event-id'] === marker),
+      'the marker',
+    );
+    // The new dispatcher started after the committed offsets: the ten were not sent again.
+    const counts = ids.map(
+      (id) => slow.received.filter((request) => request.headers['x-webhook-event-id'] === id).length,
+    );
+    expect(counts).toEqual(ids.map(() => 1));
   });
 });
