@@ -1,4 +1,5 @@
 import { formatDuration, parseDuration } from './duration.ts';
+import { parseCidrs } from './ssrf.ts';
 
 /** Thrown when a configuration variable is missing or malformed; the message names the variable. */
 export class ConfigError extends Error {
@@ -104,7 +105,7 @@ export function loadConfig(env: Env = process.env): Config {
       autoDisableAfterDays: read.integer('WEBHOOK_AUTO_DISABLE_AFTER_DAYS', 10, 1, 10_000),
       payloadLimitBytes: read.integer('WEBHOOK_PAYLOAD_LIMIT_BYTES', 204_800, 0, 100_000_000),
       allowHttp: read.boolean('WEBHOOK_ALLOW_HTTP', false),
-      allowedCidrs: read.list('WEBHOOK_ALLOWED_CIDRS', []),
+      allowedCidrs: read.cidrs('WEBHOOK_ALLOWED_CIDRS'),
       subscriptionCacheTtlMs: read.duration('WEBHOOK_SUBSCRIPTION_CACHE_TTL', '1s'),
       historyRetentionMs: read.duration('WEBHOOK_HISTORY_RETENTION', '30d'),
     },
@@ -163,6 +164,15 @@ function reader(env: Env) {
     if (ms === undefined) throw new ConfigError(name, `"${text}" is not a duration such as 500ms, 30s, 4h or 30d`);
     return ms;
   };
+  const list = (name: string, fallback: string[]) => {
+    const value = raw(name);
+    return value === undefined
+      ? fallback
+      : value
+          .split(',')
+          .map((item) => item.trim())
+          .filter(Boolean);
+  };
   return {
     string: (name: string, fallback: string) => raw(name) ?? fallback,
     identifier: (name: string, fallback: string) => {
@@ -176,19 +186,12 @@ function reader(env: Env) {
       if (!URL.canParse(value)) throw new ConfigError(name, `"${value}" is not an absolute URL`);
       return value;
     },
-    list: (name: string, fallback: string[]) => {
-      const value = raw(name);
-      return value === undefined
-        ? fallback
-        : value
-            .split(',')
-            .map((item) => item.trim())
-            .filter(Boolean);
-    },
+    list,
     integer: (name: string, fallback: number, min: number, max: number) => {
       const text = raw(name);
       if (text === undefined) return fallback;
-      const value = Number(text);
+      // Plain decimal digits only: Number() would also take `0x10`, `1e3` or `0b1`.
+      const value = /^-?\d+$/.test(text) ? Number(text) : NaN;
       if (!Number.isInteger(value) || value < min || value > max) {
         throw new ConfigError(name, `"${text}" is not an integer between ${min} and ${max}`);
       }
@@ -209,11 +212,25 @@ function reader(env: Env) {
     durations: (name: string, fallback: string) => {
       const text = raw(name) ?? fallback;
       const items = text.split(',').map((item) => item.trim());
-      return items.map((item) => {
+      const delays = items.map((item) => {
         const ms = parseDuration(item);
         if (ms === undefined) throw new ConfigError(name, `"${item}" is not a duration such as 1m or 4h`);
         return ms;
       });
+      // One retry topic per distinct delay and tiers are indexes into this list: a repeated delay would make a
+      // tier index point past the topics (or at the wrong one).
+      if (new Set(delays).size !== delays.length) throw new ConfigError(name, `"${text}" repeats a delay`);
+      return delays;
+    },
+    /** A CIDR list, checked here so a bad entry stops start-up naming the variable. */
+    cidrs: (name: string) => {
+      const entries = list(name, []);
+      try {
+        parseCidrs(entries);
+      } catch (error) {
+        throw new ConfigError(name, (error as Error).message);
+      }
+      return entries;
     },
   };
 }

@@ -3,8 +3,9 @@ export function parseDuration(text: string): number | undefined {
   const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim());
   if (!match) return undefined;
   const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
-  const value = Number(match[1]) * unit;
-  return Number.isFinite(value) && value > 0 ? Math.round(value) : undefined;
+  // Checked after rounding: a sub-millisecond value such as `0.4ms` would otherwise become a zero duration.
+  const value = Math.round(Number(match[1]) * unit);
+  return Number.isFinite(value) && value > 0 ? value : undefined;
 }
 
 /** Formats milliseconds as the shortest exact duration string (`60000` → `1m`), used in retry topic names. */

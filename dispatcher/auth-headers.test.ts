@@ -146,6 +146,17 @@ describe('OAuth2 client credentials', () => {
     expect(fetchToken).toHaveBeenCalledTimes(1);
   });
 
+  it('shares one token request between concurrent calls once the cached token has expired', async () => {
+    let now = 0;
+    const fetchToken = tokenEndpoint(3600);
+    const headers = createAuthHeaders(fetchToken, () => now);
+    expect(await headers(subscription(), false)).toEqual({ authorization: 'Bearer tok-1' });
+    now += 3_600_000;
+    const calls = await Promise.all(Array.from({ length: 5 }, () => headers(subscription(), false)));
+    expect(calls).toEqual(Array(5).fill({ authorization: 'Bearer tok-2' }));
+    expect(fetchToken).toHaveBeenCalledTimes(2);
+  });
+
   it('does not cache a failed token request', async () => {
     const fetchToken = vi
       .fn<TokenFetcher>()

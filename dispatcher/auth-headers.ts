@@ -22,8 +22,10 @@ export function createAuthHeaders(fetchToken: TokenFetcher, now: () => number = 
     const key = `${subscription.tenantId}/${subscription.id}/${oauth2.tokenUrl}/${oauth2.clientId}`;
     const cached = tokens.get(key);
     if (cached && !refresh) {
-      const value = await cached;
-      if (value.expiresAt > now()) return value.token;
+      // A request in flight is joined as is. A cached value is checked without awaiting: an `await` here would let
+      // every concurrent caller see the expired token and start a token request of its own.
+      if (cached instanceof Promise) return (await cached).token;
+      if (cached.expiresAt > now()) return cached.token;
     }
     const form = new URLSearchParams({ grant_type: 'client_credentials', client_id: oauth2.clientId });
     form.set('client_secret', subscription.secrets.oauth2ClientSecret ?? '');
