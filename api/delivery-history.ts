@@ -44,7 +44,10 @@ export async function listDeliveries(
   if (query.eventId !== undefined) {
     // One event has few deliveries: a single partition, paged in memory.
     const all = await store.eventIndex(query.tenantId, query.eventId);
-    const offset = query.cursor ? Number(decodeCursor(query.cursor).id) : 0;
+    const position = query.cursor ? decodeCursor(query.cursor) : { hour: 0, queuedAt: 0, id: '0' };
+    const offset = /^\d{1,9}$/.test(position.id) ? Number(position.id) : NaN;
+    // A cursor of another listing (an hour position) is no offset into this one.
+    if (Number.isNaN(offset) || position.hour !== 0) throw invalidCursor();
     const items = await load(all.slice(offset, offset + query.limit).map((entry) => entry.id));
     const next = offset + query.limit;
     return { items, nextCursor: next < all.length ? encodeCursor({ hour: 0, queuedAt: 0, id: String(next) }) : null };
@@ -92,11 +95,16 @@ function encodeCursor(position: Position): string {
 function decodeCursor(cursor: string): Position {
   try {
     const [hour, queuedAt, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown[];
-    if (typeof hour === 'number' && typeof queuedAt === 'number' && typeof id === 'string') {
-      return { hour, queuedAt, id };
+    // Integers only: a fractional hour or time would reach Cassandra as an unbindable bigint or timestamp.
+    if (Number.isSafeInteger(hour) && Number.isSafeInteger(queuedAt) && typeof id === 'string') {
+      return { hour: hour as number, queuedAt: queuedAt as number, id };
     }
   } catch {
     // fall through
   }
-  throw new InvalidInputError([{ path: 'cursor', message: 'is not a cursor returned by this endpoint' }]);
+  throw invalidCursor();
+}
+
+function invalidCursor(): InvalidInputError {
+  return new InvalidInputError([{ path: 'cursor', message: 'is not a cursor returned by this endpoint' }]);
 }

@@ -21,7 +21,9 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
   const app: FastifyInstance = fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: 1024 * 1024,
-    ajv: { customOptions: { allowUnionTypes: true } },
+    // fastify's default removeAdditional silently drops unknown properties; `additionalProperties: false` must refuse
+    // them instead (400 naming the property), so a misspelt field is never ignored.
+    ajv: { customOptions: { allowUnionTypes: true, removeAdditional: false } },
     disableRequestLogging: true,
   });
   installErrorHandler(app);

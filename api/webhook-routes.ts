@@ -30,9 +30,15 @@ export interface WebhookRoutesOptions {
   payloadLimitBytes: number;
   /** Puts a replayed series on the deliveries topic; resolves once Kafka acknowledged it. */
   enqueue(record: DeliveryRecord): Promise<void>;
+  /** Idempotency-Key claims (compare-and-set): undefined when claimed, else the earlier request's claim. */
   idempotency: {
-    find(tenantId: string, key: string): Promise<{ requestHash: string; subscriptionId: string } | undefined>;
-    save(tenantId: string, key: string, requestHash: string, subscriptionId: string): Promise<void>;
+    claim(
+      tenantId: string,
+      key: string,
+      requestHash: string,
+      subscriptionId: string,
+    ): Promise<{ requestHash: string; subscriptionId: string } | undefined>;
+    release(tenantId: string, key: string, subscriptionId: string): Promise<void>;
   };
 }
 
@@ -69,13 +75,20 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       const tenantId = request.principal.tenantId;
       const key = request.headers['idempotency-key'];
       const requestHash = createHash('sha256').update(JSON.stringify(request.body)).digest('base64');
+      const id = newId();
       if (key) {
-        const previous = await options.idempotency.find(tenantId, key);
-        if (previous && previous.requestHash !== requestHash) {
+        // Claimed before anything is created, so concurrent requests with one key create one subscription.
+        const earlier = await options.idempotency.claim(tenantId, key, requestHash, id);
+        if (earlier && earlier.requestHash !== requestHash) {
           throw new ConflictError('Idempotency-Key was already used with a different request body');
         }
-        const existing = previous && (await subscriptions.get(tenantId, previous.subscriptionId));
-        if (existing) {
+        if (earlier) {
+          const existing = await subscriptions.get(tenantId, earlier.subscriptionId);
+          if (!existing) {
+            throw new ConflictError(
+              'a request with this Idempotency-Key is still in progress (or its subscription was deleted); retry later',
+            );
+          }
           return reply
             .code(201)
             .header('location', `./Subscriptions/${existing.id}`)
@@ -88,15 +101,16 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
             );
         }
       }
-      const now = new Date();
-      const { subscription, generatedSecret } = await applySubscriptionInput(
-        blankSubscription(tenantId, newId(), now),
-        request.body,
-        rules,
-        true,
-      );
-      await subscriptions.save(subscription);
-      if (key) await options.idempotency.save(tenantId, key, requestHash, subscription.id);
+      let created: Awaited<ReturnType<typeof applySubscriptionInput>>;
+      try {
+        created = await applySubscriptionInput(blankSubscription(tenantId, id, new Date()), request.body, rules, true);
+        await subscriptions.save(created.subscription);
+      } catch (error) {
+        // A refused or failed request must not hold the key: the client may correct it and retry with the same key.
+        if (key) await options.idempotency.release(tenantId, key, id).catch(() => undefined);
+        throw error;
+      }
+      const { subscription, generatedSecret } = created;
       return reply
         .code(201)
         .header('location', `./Subscriptions/${subscription.id}`)
@@ -120,10 +134,11 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
     { schema: { tags: ['Subscriptions'], params: idParams, body: subscriptionInputSchema } },
     async (request) => {
       const current = await load(request.principal.tenantId, request.params.id);
-      const { subscription } = await applySubscriptionInput(current, request.body, rules, false);
+      const { subscription, generatedSecret } = await applySubscriptionInput(current, request.body, rules, false);
       subscription.updatedAt = new Date();
       await subscriptions.save(subscription);
-      return subscriptionView(subscription);
+      // Switching to Hmac without supplying a secret generates one: this answer is the only place to learn it.
+      return subscriptionView(subscription, generatedSecret);
     },
   );
 
@@ -216,7 +231,8 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       const replay = queuedDelivery(record);
       await deliveries.insertDelivery(replay);
       await options.enqueue(record);
-      return reply.code(202).header('location', `./${replay.id}`).send(deliveryView(replay));
+      // Relative to …/Deliveries/{id}/replay, so it resolves to …/Deliveries/{new id}.
+      return reply.code(202).header('location', `../${replay.id}`).send(deliveryView(replay));
     },
   );
 

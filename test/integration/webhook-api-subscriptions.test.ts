@@ -1,0 +1,491 @@
+// The subscription endpoints of the webhook API (DESIGN §7) through an in-process gateway on real Cassandra and
+// Kafka: response shapes, the write-only secrets (in answers and at rest), Idempotency-Key, rotation and status.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { types } from 'cassandra-driver';
+import {
+  call,
+  expectProblem,
+  ISO_MS,
+  PUBLIC_URL,
+  startWebhookApi,
+  subscriptionBody,
+  uniqueTenant,
+  WEBHOOKS,
+  type Answer,
+  type Page,
+  type SubscriptionView,
+  type WebhookApi,
+} from '../support/webhook-api.ts';
+
+const VIEW_KEYS = [
+  'apiKey',
+  'authenticationMode',
+  'createdAt',
+  'description',
+  'eventTypes',
+  'failureDays',
+  'id',
+  'oauth2',
+  'signatureHeaderName',
+  'status',
+  'supersedePendingDeliveries',
+  'updatedAt',
+  'url',
+];
+
+describe('webhook API: subscriptions', () => {
+  let api: WebhookApi;
+  let tenant: string;
+  let token: string;
+  let otherToken: string;
+
+  const hooks = (method: string, path: string, body?: unknown, headers?: Record<string, string>, bearer = token) =>
+    call<SubscriptionView>(api.base, method, `${WEBHOOKS}${path}`, { token: bearer, body, headers });
+  const create = async (body: Record<string, unknown>, headers?: Record<string, string>) => {
+    const answer = await hooks('POST', '/Subscriptions', body, headers);
+    expect(answer.status, answer.text).toBe(201);
+    return answer;
+  };
+  const list = async (bearer = token) =>
+    call<Page<SubscriptionView>>(api.base, 'GET', `${WEBHOOKS}/Subscriptions`, { token: bearer });
+
+  beforeAll(async () => {
+    api = await startWebhookApi();
+    tenant = uniqueTenant('subs');
+    token = await api.tokenFor(tenant);
+    otherToken = await api.tokenFor(uniqueTenant('subs-other'));
+  });
+
+  afterAll(async () => {
+    await api?.close();
+  });
+
+  it('creates a subscription: 201, Location, the documented shape with defaults, no secret for None', async () => {
+    const created = await create(subscriptionBody({ description: 'orders to the ERP' }));
+    const view = created.body;
+    expect(Object.keys(view).sort()).toEqual(VIEW_KEYS);
+    expect(view).toEqual({
+      id: expect.any(String),
+      url: PUBLIC_URL,
+      eventTypes: ['purchaseOrder.*'],
+      authenticationMode: 'None',
+      signatureHeaderName: 'X-Webhook-Signature',
+      apiKey: null,
+      oauth2: null,
+      supersedePendingDeliveries: false,
+      description: 'orders to the ERP',
+      status: 'enabled',
+      failureDays: 0,
+      createdAt: expect.stringMatching(ISO_MS),
+      updatedAt: view.createdAt,
+    });
+    expect(created.headers.get('content-type')).toMatch(/^application\/json/);
+
+    const location = created.headers.get('location');
+    expect(location).toBeTruthy();
+    const target = new URL(location!, created.url);
+    expect(target.pathname).toBe(`${WEBHOOKS}/Subscriptions/${view.id}`);
+    const fetched = await call<SubscriptionView>(api.base, 'GET', target.pathname, { token });
+    expect(fetched.status).toBe(200);
+    expect(fetched.body).toEqual(view);
+  });
+
+  it('lists only the caller tenant subscriptions, with nextCursor null', async () => {
+    const mine = await create(subscriptionBody());
+    const theirs = await hooks('POST', '/Subscriptions', subscriptionBody(), undefined, otherToken);
+    expect(theirs.status).toBe(201);
+
+    const page = await list();
+    expect(page.status).toBe(200);
+    expect(Object.keys(page.body).sort()).toEqual(['items', 'nextCursor']);
+    expect(page.body.nextCursor).toBeNull();
+    const ids = page.body.items.map((item) => item.id);
+    expect(ids).toContain(mine.body.id);
+    expect(ids).not.toContain(theirs.body.id);
+    expect(page.body.items.find((item) => item.id === mine.body.id)).toEqual(mine.body);
+    const otherIds = (await list(otherToken)).body.items.map((item) => item.id);
+    expect(otherIds).toContain(theirs.body.id);
+    expect(otherIds).not.toContain(mine.body.id);
+  });
+
+  it('updates any request field with PATCH and keeps id and createdAt', async () => {
+    const created = (await create(subscriptionBody())).body;
+    const patched = await hooks('PATCH', `/Subscriptions/${created.id}`, {
+      url: 'https://93.184.216.35/other',
+      eventTypes: ['purchaseOrder.validated', 'purchaseOrder.cancelled', 'purchaseOrder.validated'],
+      supersedePendingDeliveries: true,
+      description: 'changed',
+      signatureHeaderName: 'X-Signature',
+    });
+    expect(patched.status, patched.text).toBe(200);
+    expect(patched.body).toEqual({
+      ...created,
+      url: 'https://93.184.216.35/other',
+      eventTypes: ['purchaseOrder.validated', 'purchaseOrder.cancelled'],
+      supersedePendingDeliveries: true,
+      description: 'changed',
+      signatureHeaderName: 'X-Signature',
+      updatedAt: expect.stringMatching(ISO_MS),
+    });
+    expect(Date.parse(patched.body.updatedAt)).toBeGreaterThanOrEqual(Date.parse(created.updatedAt));
+    expect((await hooks('GET', `/Subscriptions/${created.id}`)).body).toEqual(patched.body);
+
+    const cleared = await hooks('PATCH', `/Subscriptions/${created.id}`, { description: null });
+    expect(cleared.status).toBe(200);
+    expect(cleared.body.description).toBeNull();
+    expect(cleared.body.url).toBe('https://93.184.216.35/other');
+  });
+
+  it('deletes with 204 and an empty body; the subscription is then gone (404 on every id route)', async () => {
+    const created = (await create(subscriptionBody())).body;
+    const deleted = await hooks('DELETE', `/Subscriptions/${created.id}`);
+    expect(deleted.status).toBe(204);
+    expect(deleted.text).toBe('');
+    expectProblem(await hooks('GET', `/Subscriptions/${created.id}`), 404);
+    expectProblem(await hooks('DELETE', `/Subscriptions/${created.id}`), 404);
+    expectProblem(await hooks('PATCH', `/Subscriptions/${created.id}`, { description: 'x' }), 404);
+    expectProblem(await hooks('PATCH', `/Subscriptions/${created.id}/status`, { status: 'enabled' }), 404);
+    expectProblem(await hooks('POST', `/Subscriptions/${created.id}/secret/rotate`), 404);
+    expect((await list()).body.items.map((item) => item.id)).not.toContain(created.id);
+    expect(await api.gateway.subscriptions.get(tenant, created.id)).toBeUndefined();
+  });
+
+  it('serves the event type catalogue with the producing service of each', async () => {
+    const answer = await call<Page<Record<string, string>>>(api.base, 'GET', `${WEBHOOKS}/EventTypes`, { token });
+    expect(answer.status).toBe(200);
+    expect(answer.body.nextCursor).toBeNull();
+    expect(answer.body.items.map((item) => item.eventType)).toEqual([
+      'purchaseOrder.cancelled',
+      'purchaseOrder.sent',
+      'purchaseOrder.validated',
+    ]);
+    for (const item of answer.body.items) {
+      expect(Object.keys(item).sort()).toEqual(['description', 'eventType', 'service']);
+      expect(item.service).toBe('purchase');
+      expect(item.description).not.toBe('');
+    }
+  });
+
+  describe('Hmac secret', () => {
+    it('is generated (32 random bytes, base64) and returned only at creation, never by GET or the list', async () => {
+      const first = (await create(subscriptionBody({ authenticationMode: 'Hmac' }))).body;
+      const second = (await create(subscriptionBody({ authenticationMode: 'Hmac' }))).body;
+      for (const created of [first, second]) {
+        expect(created.hmacSecret).toMatch(/^[A-Za-z0-9+/]{43}=$/);
+        expect(Buffer.from(created.hmacSecret!, 'base64')).toHaveLength(32);
+        expect(Object.keys(created).sort()).toEqual([...VIEW_KEYS, 'hmacSecret'].sort());
+      }
+      expect(first.hmacSecret).not.toBe(second.hmacSecret);
+      expect((await api.gateway.subscriptions.get(tenant, first.id))?.secrets.hmacSecret).toBe(first.hmacSecret);
+
+      const fetched = await hooks('GET', `/Subscriptions/${first.id}`);
+      expect(fetched.body).not.toHaveProperty('hmacSecret');
+      expect(fetched.text).not.toContain(first.hmacSecret);
+      const { hmacSecret: _secret, ...rest } = first;
+      expect(fetched.body).toEqual(rest);
+      const listed = await list();
+      expect(listed.text).not.toContain(first.hmacSecret);
+      expect(listed.text).not.toContain(second.hmacSecret);
+      for (const item of listed.body.items) expect(item).not.toHaveProperty('hmacSecret');
+      const patched = await hooks('PATCH', `/Subscriptions/${first.id}`, { description: 'no secret here' });
+      expect(patched.status).toBe(200);
+      expect(patched.body).not.toHaveProperty('hmacSecret');
+    });
+
+    it('takes a supplied secret and a custom signature header name', async () => {
+      const secret = 'my-own-shared-secret-of-some-length';
+      const created = (
+        await create(subscriptionBody({ authenticationMode: 'Hmac', hmacSecret: secret, signatureHeaderName: 'X-Sig' }))
+      ).body;
+      expect(created.signatureHeaderName).toBe('X-Sig');
+      expect((await api.gateway.subscriptions.get(tenant, created.id))?.secrets.hmacSecret).toBe(secret);
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).text).not.toContain(secret);
+    });
+
+    it('is rotated: 200 {hmacSecret} with a new generated secret, stored, and still never returned by GET', async () => {
+      const created = (await create(subscriptionBody({ authenticationMode: 'Hmac' }))).body;
+      const rotated = await call<{ hmacSecret: string }>(
+        api.base,
+        'POST',
+        `${WEBHOOKS}/Subscriptions/${created.id}/secret/rotate`,
+        { token },
+      );
+      expect(rotated.status, rotated.text).toBe(200);
+      expect(Object.keys(rotated.body)).toEqual(['hmacSecret']);
+      expect(rotated.body.hmacSecret).toMatch(/^[A-Za-z0-9+/]{43}=$/);
+      expect(Buffer.from(rotated.body.hmacSecret, 'base64')).toHaveLength(32);
+      expect(rotated.body.hmacSecret).not.toBe(created.hmacSecret);
+      expect((await api.gateway.subscriptions.get(tenant, created.id))?.secrets.hmacSecret).toBe(
+        rotated.body.hmacSecret,
+      );
+      const fetched = await hooks('GET', `/Subscriptions/${created.id}`);
+      expect(fetched.text).not.toContain(rotated.body.hmacSecret);
+      expect(fetched.body).not.toHaveProperty('hmacSecret');
+    });
+
+    it('cannot be rotated on a subscription that does not use Hmac (409)', async () => {
+      const created = (await create(subscriptionBody())).body;
+      expectProblem(await hooks('POST', `/Subscriptions/${created.id}/secret/rotate`), 409);
+      expect((await api.gateway.subscriptions.get(tenant, created.id))?.secrets.hmacSecret).toBeUndefined();
+    });
+
+    it('is generated and returned once when PATCH switches a subscription to Hmac without supplying one', async () => {
+      const created = (await create(subscriptionBody())).body;
+      const patched = await hooks('PATCH', `/Subscriptions/${created.id}`, { authenticationMode: 'Hmac' });
+      expect(patched.status, patched.text).toBe(200);
+      expect(patched.body.authenticationMode).toBe('Hmac');
+      expect(patched.body.hmacSecret).toMatch(/^[A-Za-z0-9+/]{43}=$/);
+      expect((await api.gateway.subscriptions.get(tenant, created.id))?.secrets.hmacSecret).toBe(
+        patched.body.hmacSecret,
+      );
+      // A later PATCH keeps the secret and does not return it.
+      const again = await hooks('PATCH', `/Subscriptions/${created.id}`, { description: 'later' });
+      expect(again.body).not.toHaveProperty('hmacSecret');
+      expect((await api.gateway.subscriptions.get(tenant, created.id))?.secrets.hmacSecret).toBe(
+        patched.body.hmacSecret,
+      );
+    });
+  });
+
+  describe('ApiKey and OAuth2 settings', () => {
+    it('never return the API key value or the OAuth2 client secret', async () => {
+      const apiKeyValue = `api-key-${uniqueTenant('value')}`;
+      const clientSecret = `client-secret-${uniqueTenant('value')}`;
+      const withKey = await create(
+        subscriptionBody({ authenticationMode: 'ApiKey', apiKey: { headerName: 'X-Api-Key', value: apiKeyValue } }),
+      );
+      expect(withKey.body.apiKey).toEqual({ headerName: 'X-Api-Key' });
+      expect(withKey.body).not.toHaveProperty('hmacSecret');
+      const withOAuth = await create(
+        subscriptionBody({
+          authenticationMode: 'OAuth2',
+          oauth2: {
+            tokenUrl: 'https://93.184.216.34/oauth/token',
+            clientId: 'receiver-client',
+            clientSecret,
+            audience: 'receiver',
+            scope: 'hooks:write',
+          },
+        }),
+      );
+      expect(withOAuth.body.oauth2).toEqual({
+        tokenUrl: 'https://93.184.216.34/oauth/token',
+        clientId: 'receiver-client',
+        audience: 'receiver',
+        scope: 'hooks:write',
+      });
+
+      const answers: Answer<unknown>[] = [
+        withKey,
+        withOAuth,
+        await hooks('GET', `/Subscriptions/${withKey.body.id}`),
+        await hooks('GET', `/Subscriptions/${withOAuth.body.id}`),
+        await list(),
+        await hooks('PATCH', `/Subscriptions/${withKey.body.id}`, { description: 'x' }),
+        await hooks('PATCH', `/Subscriptions/${withOAuth.body.id}`, { description: 'x' }),
+        await hooks('PATCH', `/Subscriptions/${withOAuth.body.id}/status`, { status: 'disabled' }),
+      ];
+      for (const answer of answers) {
+        expect(answer.status).toBeLessThan(300);
+        expect(answer.text).not.toContain(apiKeyValue);
+        expect(answer.text).not.toContain(clientSecret);
+      }
+      const stored = await api.gateway.subscriptions.get(tenant, withKey.body.id);
+      expect(stored?.secrets.apiKey).toBe(apiKeyValue);
+      expect((await api.gateway.subscriptions.get(tenant, withOAuth.body.id))?.secrets.oauth2ClientSecret).toBe(
+        clientSecret,
+      );
+    });
+  });
+
+  describe('secrets at rest', () => {
+    /** Every way a secret could sit in a column: as text, its UTF-8/base64/hex forms, or its decoded bytes. */
+    function secretForms(secret: string): Buffer[] {
+      const forms = [Buffer.from(secret, 'utf8'), Buffer.from(Buffer.from(secret).toString('base64'), 'utf8')];
+      forms.push(Buffer.from(Buffer.from(secret).toString('hex'), 'utf8'));
+      const decoded = Buffer.from(secret, 'base64');
+      // A generated Hmac secret is base64 of 32 random bytes: the raw key must not be stored either.
+      if (decoded.toString('base64') === secret && decoded.length >= 16) forms.push(decoded);
+      return forms;
+    }
+
+    function expectNowhere(row: types.Row, secrets: string[]) {
+      for (const column of row.keys()) {
+        const value: unknown = row.get(column);
+        const bytes = Buffer.isBuffer(value)
+          ? value
+          : Buffer.from(value === null || value === undefined ? '' : JSON.stringify(value) + String(value), 'utf8');
+        const texts = Buffer.isBuffer(value)
+          ? [value.toString('utf8'), value.toString('latin1'), value.toString('base64'), value.toString('hex')]
+          : [String(value), JSON.stringify(value) ?? ''];
+        for (const secret of secrets) {
+          for (const form of secretForms(secret)) expect(bytes.indexOf(form), `${column} holds a secret`).toBe(-1);
+          for (const text of texts) expect(text.includes(secret), `${column} holds a secret`).toBe(false);
+        }
+      }
+    }
+
+    it('stores the hmac secret, API key and OAuth2 client secret only sealed (AES-GCM), in no column in clear', async () => {
+      const apiKeyValue = `sk_live_${uniqueTenant('k')}`;
+      const clientSecret = `oauth-${uniqueTenant('cs')}`;
+      const suppliedHmac = `supplied-hmac-${uniqueTenant('h')}`;
+      const hmac = (await create(subscriptionBody({ authenticationMode: 'Hmac' }))).body;
+      const supplied = (await create(subscriptionBody({ authenticationMode: 'Hmac', hmacSecret: suppliedHmac }))).body;
+      const apiKey = (
+        await create(
+          subscriptionBody({ authenticationMode: 'ApiKey', apiKey: { headerName: 'X-Key', value: apiKeyValue } }),
+        )
+      ).body;
+      const oauth = (
+        await create(
+          subscriptionBody({
+            authenticationMode: 'OAuth2',
+            oauth2: { tokenUrl: 'https://93.184.216.34/token', clientId: 'c', clientSecret },
+          }),
+        )
+      ).body;
+      const secrets = [hmac.hmacSecret!, suppliedHmac, apiKeyValue, clientSecret];
+
+      const db = api.gateway.platform.db;
+      for (const id of [hmac.id, supplied.id, apiKey.id, oauth.id]) {
+        const row = (
+          await db.execute('SELECT * FROM subscriptions WHERE tenant_id = ? AND id = ?', [tenant, id])
+        ).first();
+        expect(row).toBeTruthy();
+        expect(Buffer.isBuffer(row.get('secrets'))).toBe(true);
+        expect((row.get('secrets') as Buffer).length).toBeGreaterThan(28); // IV + tag + ciphertext
+        expect(row.get('secrets_key_id')).toBe('k1');
+        expectNowhere(row, secrets);
+      }
+      // The sealed blobs do hold them: the store opens each one with the configured key.
+      expect((await api.gateway.subscriptions.get(tenant, hmac.id))?.secrets.hmacSecret).toBe(hmac.hmacSecret);
+      expect((await api.gateway.subscriptions.get(tenant, supplied.id))?.secrets.hmacSecret).toBe(suppliedHmac);
+      expect((await api.gateway.subscriptions.get(tenant, apiKey.id))?.secrets.apiKey).toBe(apiKeyValue);
+      expect((await api.gateway.subscriptions.get(tenant, oauth.id))?.secrets.oauth2ClientSecret).toBe(clientSecret);
+
+      // After a rotation the new secret is sealed too.
+      const rotated = await call<{ hmacSecret: string }>(
+        api.base,
+        'POST',
+        `${WEBHOOKS}/Subscriptions/${hmac.id}/secret/rotate`,
+        { token },
+      );
+      const row = (
+        await db.execute('SELECT * FROM subscriptions WHERE tenant_id = ? AND id = ?', [tenant, hmac.id])
+      ).first();
+      expectNowhere(row, [rotated.body.hmacSecret, hmac.hmacSecret!]);
+    });
+  });
+
+  describe('Idempotency-Key', () => {
+    it('answers the same subscription for the same key and body, creating one', async () => {
+      const key = uniqueTenant('idem');
+      const body = subscriptionBody({ description: key });
+      const first = await create(body, { 'idempotency-key': key });
+      const second = await create(body, { 'idempotency-key': key });
+      expect(second.body).toEqual(first.body);
+      expect(second.headers.get('location')).toBe(first.headers.get('location'));
+      expect((await list()).body.items.filter((item) => item.description === key)).toHaveLength(1);
+    });
+
+    it('answers 409 for the same key with a different body, creating nothing', async () => {
+      const key = uniqueTenant('idem');
+      await create(subscriptionBody({ description: key }), { 'idempotency-key': key });
+      const conflict = await hooks('POST', '/Subscriptions', subscriptionBody({ description: `${key}-changed` }), {
+        'idempotency-key': key,
+      });
+      expectProblem(conflict, 409);
+      const items = (await list()).body.items;
+      expect(items.filter((item) => item.description === `${key}-changed`)).toHaveLength(0);
+      expect(items.filter((item) => item.description === key)).toHaveLength(1);
+    });
+
+    it('creates one subscription when the same request is sent concurrently', async () => {
+      const key = uniqueTenant('idem');
+      const body = subscriptionBody({ description: key });
+      const answers = await Promise.all(
+        Array.from({ length: 6 }, () => hooks('POST', '/Subscriptions', body, { 'idempotency-key': key })),
+      );
+      const items = (await list()).body.items.filter((item) => item.description === key);
+      expect(items).toHaveLength(1);
+      // Each answer is the one subscription, or a 409 telling the client the first request is still in progress.
+      for (const answer of answers) {
+        if (answer.status === 201) expect(answer.body.id).toBe(items[0]!.id);
+        else expectProblem(answer, 409);
+      }
+      expect(answers.some((answer) => answer.status === 201)).toBe(true);
+      // Once the first request finished, a retry gets the subscription.
+      expect((await create(body, { 'idempotency-key': key })).body.id).toBe(items[0]!.id);
+    });
+
+    it('is not held by a refused request: the corrected request with the same key creates the subscription', async () => {
+      const key = uniqueTenant('idem');
+      const refused = await hooks('POST', '/Subscriptions', subscriptionBody({ eventTypes: ['nope.*'] }), {
+        'idempotency-key': key,
+      });
+      expectProblem(refused, 400, 'eventTypes.0');
+      const created = await create(subscriptionBody({ description: key }), { 'idempotency-key': key });
+      expect((await create(subscriptionBody({ description: key }), { 'idempotency-key': key })).body.id).toBe(
+        created.body.id,
+      );
+    });
+
+    it('is scoped to the tenant: another tenant using the same key gets its own subscription', async () => {
+      const key = uniqueTenant('idem');
+      const body = subscriptionBody({ description: key });
+      const mine = await create(body, { 'idempotency-key': key });
+      const theirs = await hooks('POST', '/Subscriptions', body, { 'idempotency-key': key }, otherToken);
+      expect(theirs.status).toBe(201);
+      expect(theirs.body.id).not.toBe(mine.body.id);
+    });
+
+    it('returns the Hmac secret again on an idempotent replay of the creation', async () => {
+      const key = uniqueTenant('idem');
+      const body = subscriptionBody({ authenticationMode: 'Hmac', description: key });
+      const first = await create(body, { 'idempotency-key': key });
+      const replay = await create(body, { 'idempotency-key': key });
+      expect(replay.body.hmacSecret).toBe(first.body.hmacSecret);
+      expect(replay.body.id).toBe(first.body.id);
+    });
+  });
+
+  describe('status', () => {
+    it('disables, then re-enabling resets failureDays to 0', async () => {
+      const created = (await create(subscriptionBody())).body;
+      const store = api.gateway.subscriptions;
+      for (const window of [1_000, 2_000, 3_000]) await store.recordFailureDay(tenant, created.id, window, 10);
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).body).toMatchObject({
+        status: 'enabled',
+        failureDays: 3,
+      });
+
+      const disabled = await hooks('PATCH', `/Subscriptions/${created.id}/status`, { status: 'disabled' });
+      expect(disabled.status, disabled.text).toBe(200);
+      expect(disabled.body).toMatchObject({ id: created.id, status: 'disabled', failureDays: 3 });
+      expect(Object.keys(disabled.body).sort()).toEqual(VIEW_KEYS);
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).body.status).toBe('disabled');
+
+      const enabled = await hooks('PATCH', `/Subscriptions/${created.id}/status`, { status: 'enabled' });
+      expect(enabled.status).toBe(200);
+      expect(enabled.body).toMatchObject({ status: 'enabled', failureDays: 0 });
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).body).toMatchObject({
+        status: 'enabled',
+        failureDays: 0,
+      });
+      // The window bookkeeping was reset too: the next failure day counts from one again.
+      expect(await store.recordFailureDay(tenant, created.id, 3_000, 10)).toEqual({ failureDays: 1, disabled: false });
+    });
+
+    it('re-enables a subscription auto-disabled after the failure days', async () => {
+      const created = (await create(subscriptionBody())).body;
+      const store = api.gateway.subscriptions;
+      for (const window of [1, 2]) await store.recordFailureDay(tenant, created.id, window, 2);
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).body).toMatchObject({
+        status: 'disabled',
+        failureDays: 2,
+      });
+      const enabled = await hooks('PATCH', `/Subscriptions/${created.id}/status`, { status: 'enabled' });
+      expect(enabled.body).toMatchObject({ status: 'enabled', failureDays: 0 });
+    });
+  });
+});
