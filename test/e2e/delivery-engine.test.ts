@@ -35,8 +35,8 @@ describe('delivery engine', () => {
       ...testEnv(),
       KAFKA_TOPIC_PREFIX: `${testEnv().KAFKA_TOPIC_PREFIX}engine${run}.`,
       WEBHOOK_RETRY_DELAYS: '1s,2s',
-      WEBHOOK_DELIVERY_LIFETIME: '8s',
-      WEBHOOK_ATTEMPT_TIMEOUT: '3s',
+      WEBHOOK_DELIVERY_LIFETIME: '10s',
+      WEBHOOK_ATTEMPT_TIMEOUT: '6s',
       WEBHOOK_AUTO_DISABLE_AFTER_DAYS: '1',
       WEBHOOK_PAYLOAD_LIMIT_BYTES: '2000',
       WEBHOOK_SUBSCRIPTION_CACHE_TTL: '200ms',
@@ -132,7 +132,7 @@ describe('delivery engine', () => {
   it('treats no answer within the attempt timeout as a failure and retries', async () => {
     let calls = 0;
     const target = await receiver(async () => {
-      if (++calls === 1) await new Promise((resolve) => setTimeout(resolve, 4_000));
+      if (++calls === 1) await new Promise((resolve) => setTimeout(resolve, 7_000));
       return 200;
     });
     const subscription = await subscribe('tenant-a', target.url);
@@ -143,7 +143,7 @@ describe('delivery engine', () => {
     expect(attempts).toHaveLength(2);
     expect(attempts[0]).toMatchObject({
       statusCode: null,
-      errorMessage: expect.stringMatching(/no answer within 3000 ms/),
+      errorMessage: expect.stringMatching(/no answer within 6000 ms/),
     });
     expect(attempts[1]).toMatchObject({ statusCode: 200, errorMessage: null });
   });
@@ -159,7 +159,7 @@ describe('delivery engine', () => {
     const queuedAt = Date.parse(String(abandoned.queuedAt));
     const attemptTimes = target.received.map((request) => request.at);
     expect(attemptTimes.length).toBeGreaterThanOrEqual(4);
-    expect(Math.max(...attemptTimes)).toBeLessThan(queuedAt + 8_000); // no attempt after the deadline
+    expect(Math.max(...attemptTimes)).toBeLessThan(queuedAt + 10_000); // no attempt after the deadline
 
     // WEBHOOK_AUTO_DISABLE_AFTER_DAYS=1 here: one failure day disables the subscription.
     const disabled = await waitFor(async () => {
@@ -244,21 +244,23 @@ describe('delivery engine', () => {
   });
 
   it('keeps delivering to a fast receiver while a slow one holds its requests for seconds', async () => {
+    const slowAnswers: number[] = [];
     const slow = await receiver(async () => {
-      await new Promise((resolve) => setTimeout(resolve, 2_500));
+      await new Promise((resolve) => setTimeout(resolve, 5_000));
+      slowAnswers.push(Date.now());
       return 204;
     });
     const fast = await receiver();
     await subscribe('tenant-b', slow.url);
     await subscribe('tenant-b', fast.url);
-    const sentAt = Date.now();
-    // Every event matches both subscriptions: 40 slow deliveries are in flight while the fast ones are sent.
+    // Every event matches both subscriptions: the slow receiver holds its share for 5 s each while the fast one
+    // must get all of its deliveries before the slow receiver has answered even once (no head-of-line blocking).
     await events.publish(
       Array.from({ length: 40 }, () => ({ tenantId: 'tenant-b', eventType: 'purchaseOrder.validated' })),
     );
     await waitFor(() => fast.received.length >= 40, 'the fast receiver to get all 40', 20_000);
-    expect(Math.max(...fast.received.map((request) => request.at)) - sentAt).toBeLessThan(2_500);
-    expect(slow.received.length).toBeLessThan(40 + 1);
+    expect(slowAnswers).toHaveLength(0);
+    expect(slow.received.length).toBeGreaterThan(0);
   });
 
   it('exposes Prometheus metrics on the router and the dispatcher', async () => {
