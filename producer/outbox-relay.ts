@@ -4,16 +4,55 @@ import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts'
 /** Publishes one outbox row; resolves only once the broker acknowledged it (acks=all). */
 export type PublishEvent = (row: OutboxRow) => Promise<void>;
 
+/** Settings of an outbox relay (see the class comment for how the sweep uses them). */
+export interface OutboxRelayOptions {
+  /** Name under which the sweep's progress is saved. */
+  name: string;
+  /** Pause between two sweeps. */
+  intervalMs: number;
+  /** How far back the first sweep of a relay without saved progress looks. */
+  lookbackMinutes: number;
+  /**
+   * Longest time a writer can take between writing its pointer and its batch being applied (plus clock skew between
+   * hosts). A read of an order made this long after its pointer was written has seen that writer's batch.
+   */
+  settleMs: number;
+  /** Orders read at once by a sweep. */
+  concurrency: number;
+  /** The clock (epoch ms); tests drive it to reach a pointer's settling read at once. */
+  now?: () => number;
+}
+
+/** What the sweep knows of one listed pointer. */
+interface Tracked {
+  /** Upper bound of the pointer's write time: when the sweep first listed it (or the end of its bucket). */
+  writtenBy: number;
+  nextReadAt: number;
+}
+
 /**
- * Publishes every committed outbox row at least once: reads pointer buckets from the oldest still open to now,
- * publishes, then marks rows published and drops pointers. A crash at any point leaves the row to the next pass.
+ * Publishes every committed outbox row at least once.
+ *
+ * Fast path: `nudge` is called in-process once a state change and its outbox row committed, and publishes the order's
+ * rows at once. Sweep: pointers are listed by minute bucket from the oldest still open to now; each order is read when
+ * its pointer is first listed and again once the pointer has settled, and only then is the pointer deleted, with a
+ * write time (`USING TIMESTAMP`) that removes the pointer writes that read has covered and no later one. So a writer
+ * still between its pointer and its batch, or a second transition of the same order in the same minute, keeps its
+ * pointer. A crash at any point leaves the row to a later read. Without a nudge (the writer's process runs no relay,
+ * or died before publishing), an event whose batch landed just after its order's first read waits for the settling
+ * read, up to settleMs; any other is published by the next sweep.
  */
 export class OutboxRelay {
+  private readonly tracked = new Map<number, Map<string, Tracked>>();
+  /** One publication at a time per order, so this process never publishes a row twice. */
+  private readonly perOrder = new Map<string, Promise<number>>();
+  private readonly nudges = new Set<Promise<unknown>>();
+
   constructor(
     private readonly store: PurchaseStore,
     private readonly publish: PublishEvent,
     private readonly logger: Logger,
-    private readonly options: { name: string; intervalMs: number; lookbackMinutes: number },
+    private readonly options: OutboxRelayOptions,
   ) {}
 
   async run(signal: AbortSignal): Promise<void> {
@@ -33,29 +72,108 @@ export class OutboxRelay {
         signal.addEventListener('abort', done, { once: true });
       });
     }
+    await this.idle();
+  }
+
+  /** Publishes the order's unpublished rows now; a failure leaves them to the sweep. */
+  nudge(tenantId: string, orderId: string): void {
+    const nudge = this.publishOrder(tenantId, orderId).catch((error: unknown) =>
+      this.logger.warn({ err: error, tenantId, orderId }, 'outbox publication failed; the sweep will retry it'),
+    );
+    this.nudges.add(nudge);
+    void nudge.finally(() => this.nudges.delete(nudge));
+  }
+
+  /** Resolves once every nudge in flight has finished. */
+  async idle(): Promise<void> {
+    while (this.nudges.size > 0) await Promise.all([...this.nudges]);
   }
 
   /** One sweep over the open buckets; returns how many events were published. */
   async pass(): Promise<number> {
-    const current = Math.floor(Date.now() / MINUTE);
+    const clock = this.options.now ?? Date.now;
+    const now = clock();
+    const current = Math.floor(now / MINUTE);
+    const { settleMs } = this.options;
     const saved = await this.store.relayProgress(this.options.name);
     const oldest = Math.min(saved ?? current - this.options.lookbackMinutes, current);
     let published = 0;
     let oldestOpen = current;
     for (let bucket = oldest; bucket <= current; bucket += 1) {
       const pointers = await this.store.pointers(bucket);
+      const before = this.tracked.get(bucket);
+      const listed = new Map<string, Tracked>();
       for (const { tenantId, orderId } of pointers) {
-        const rows = await this.store.unpublished(tenantId, orderId);
-        await Promise.all(rows.map((row) => this.publish(row)));
-        await Promise.all(rows.map((row) => this.store.markPublished(row)));
-        await this.store.dropPointer(bucket, tenantId, orderId);
-        published += rows.length;
+        const key = `${tenantId}\u0000${orderId}`;
+        // A pointer of a bucket that ended was written by then (give or take the clock skew settleMs allows for).
+        listed.set(key, before?.get(key) ?? { writtenBy: Math.min(now, (bucket + 1) * MINUTE), nextReadAt: now });
       }
-      // A bucket stays open for two minutes: a writer may still be between its pointer and its batch.
+      if (listed.size > 0) this.tracked.set(bucket, listed);
+      else this.tracked.delete(bucket);
+
+      const due = pointers.filter(
+        ({ tenantId, orderId }) => listed.get(`${tenantId}\u0000${orderId}`)!.nextReadAt <= now,
+      );
+      await forEach(due, this.options.concurrency, async ({ tenantId, orderId }) => {
+        const key = `${tenantId}\u0000${orderId}`;
+        const tracked = listed.get(key)!;
+        const readAt = clock();
+        published += await this.publishOrder(tenantId, orderId);
+        if (readAt - settleMs >= tracked.writtenBy) {
+          // Removes the pointer writes older than settleMs before the read, whose batches that read has seen; a
+          // pointer written again since survives and is listed (and read) afresh by the next sweep.
+          await this.store.dropPointer(bucket, tenantId, orderId, (readAt - settleMs) * 1000);
+          listed.delete(key);
+        } else {
+          tracked.nextReadAt = tracked.writtenBy + settleMs;
+        }
+      });
+      // A bucket stays open for two minutes: a writer's clock may be a little behind the relay's.
       if (pointers.length > 0 || bucket >= current - 1) oldestOpen = Math.min(oldestOpen, bucket);
     }
+    for (const bucket of this.tracked.keys()) if (bucket < oldestOpen) this.tracked.delete(bucket);
     if (oldestOpen !== saved) await this.store.saveRelayProgress(this.options.name, oldestOpen);
     if (published > 0) this.logger.debug({ published }, 'outbox relay published events');
     return published;
   }
+
+  /** Publishes, then marks published, the order's unpublished rows; one run at a time per order. */
+  private publishOrder(tenantId: string, orderId: string): Promise<number> {
+    const key = `${tenantId}\u0000${orderId}`;
+    const previous = this.perOrder.get(key) ?? Promise.resolve(0);
+    const next = previous
+      .catch(() => 0)
+      .then(async () => {
+        const rows = await this.store.unpublished(tenantId, orderId);
+        // Handed to the publisher in occurredAt order (no ordering is promised to subscribers, but it costs nothing).
+        await Promise.all(rows.map((row) => this.publish(row)));
+        await Promise.all(rows.map((row) => this.store.markPublished(row)));
+        return rows.length;
+      });
+    this.perOrder.set(key, next);
+    void next
+      .catch(() => 0)
+      .then(() => {
+        if (this.perOrder.get(key) === next) this.perOrder.delete(key);
+      });
+    return next;
+  }
+}
+
+/** Runs `task` over `items` with at most `limit` at once; rejects with the first failure once all have settled. */
+async function forEach<T>(items: T[], limit: number, task: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failure: unknown;
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next++]!;
+      try {
+        await task(item);
+      } catch (error) {
+        failure ??= error;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  if (failure !== undefined) throw failure;
 }

@@ -1,12 +1,13 @@
 import type {} from '@fastify/swagger';
 import type { FastifyPluginAsync } from 'fastify';
-import { InvalidInputError, NotFoundError } from '../core/errors.ts';
+import { ConflictError, InvalidInputError, NotFoundError } from '../core/errors.ts';
 import { newId } from '../core/ids.ts';
 import { isDecimal, isPositive } from './money.ts';
 import {
   cancelled,
   draftPurchaseOrder,
   IllegalTransitionError,
+  serializePurchaseOrder,
   validated,
   type PurchaseOrderDTO,
 } from './purchase-order.ts';
@@ -14,6 +15,12 @@ import type { PurchaseStore } from './purchase-store.ts';
 
 const CURRENCIES = new Set(Intl.supportedValuesOf('currency'));
 const MAX_ROWS = 5000;
+/**
+ * Largest order body, in bytes of JSON. A state change writes the body twice in one request to Cassandra (the order
+ * and its outbox row), and Cassandra refuses requests and mutations above 16 MiB: a larger draft could be created
+ * but never validated. 5,000 rows with 2,000-character descriptions (10 MB and more) exceed it.
+ */
+const MAX_ORDER_BYTES = 7 * 1024 * 1024;
 
 const idParams = {
   type: 'object',
@@ -121,13 +128,19 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
         amends: null,
         now: new Date().toISOString(),
       });
+      const size = Buffer.byteLength(serializePurchaseOrder(dto));
+      if (size > MAX_ORDER_BYTES) {
+        throw new InvalidInputError([
+          { path: 'rows', message: `make an order of ${size} bytes of JSON; at most ${MAX_ORDER_BYTES} are accepted` },
+        ]);
+      }
       const text = await store.createOrder(tenantId, dto);
       return reply.code(201).type('application/json').header('location', `./PurchaseOrders/${dto.id}`).send(text);
     },
   );
 
-  const load = async (tenantId: string, id: string) => {
-    const order = await store.getOrder(tenantId, id);
+  const load = async (tenantId: string, id: string, options?: { serial: boolean }) => {
+    const order = await store.getOrder(tenantId, id, options);
     if (!order) throw new NotFoundError('purchase order', id);
     return { ...order, dto: JSON.parse(order.body) as PurchaseOrderDTO };
   };
@@ -142,28 +155,43 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
     },
   );
 
+  /**
+   * Applies the action with a compare-and-set on the order's version. A lost compare-and-set means another request
+   * (perhaps in another process) changed the order first: decide again from the order's new state, which may still
+   * allow the action (a cancel that raced a validation) or answer 409.
+   */
+  const applyTransition = async (tenantId: string, id: string, action: 'validate' | 'cancel'): Promise<string> => {
+    const eventType = action === 'validate' ? 'purchaseOrder.validated' : 'purchaseOrder.cancelled';
+    for (let attempt = 1; ; attempt += 1) {
+      // After a lost race, a serial read sees the state the winner committed.
+      const order = await load(tenantId, id, { serial: attempt > 1 });
+      const now = new Date().toISOString();
+      let next: PurchaseOrderDTO;
+      if (action === 'validate') {
+        // Checked before a reference is taken, so a refused validation does not use one up.
+        if (order.dto.status !== 'Draft') throw new IllegalTransitionError(order.dto.status, 'validated');
+        next = validated(order.dto, await store.nextReference(tenantId), now);
+      } else {
+        next = cancelled(order.dto, now);
+      }
+      const body = await store.transition(tenantId, next, order.version, eventType, now);
+      if (body !== undefined) return body;
+      // An order changes state at most twice, so a third lost race means something is wrong: let the client retry.
+      if (attempt >= 3) throw new ConflictError(`purchase order ${id} changed concurrently; try again`);
+    }
+  };
+
+  // One transition at a time per order in this process: concurrent requests for one order (a double click, a retry
+  // storm) wait for the first and are then answered from the order's new state, without taking a reference each.
+  const oneAtATime = keyedQueue();
   const transition = (action: 'validate' | 'cancel') =>
     app.post<{ Params: { id: string } }>(
       `/PurchaseOrders/:id/${action}`,
       { schema: { tags: ['PurchaseOrders'], params: idParams } },
       async (request, reply) => {
         const tenantId = request.principal.tenantId;
-        const order = await load(tenantId, request.params.id);
-        const now = new Date().toISOString();
-        let next: PurchaseOrderDTO;
-        if (action === 'validate') {
-          if (order.dto.status !== 'Draft') throw new IllegalTransitionError(order.dto.status, 'validated');
-          next = validated(order.dto, await store.nextReference(tenantId), now);
-        } else {
-          next = cancelled(order.dto, now);
-        }
-        const eventType = action === 'validate' ? 'purchaseOrder.validated' : 'purchaseOrder.cancelled';
-        const body = await store.transition(tenantId, next, order.version, eventType, now);
-        if (body === undefined) {
-          // Another request changed the order first: answer from its current state.
-          const current = await load(tenantId, request.params.id);
-          throw new IllegalTransitionError(current.dto.status, action === 'validate' ? 'validated' : 'cancelled');
-        }
+        const id = request.params.id;
+        const body = await oneAtATime(`${tenantId}\u0000${id}`, () => applyTransition(tenantId, id, action));
         return reply.type('application/json').send(body);
       },
     );
@@ -188,7 +216,23 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
         cancelledAt: null,
       };
       const text = await store.createOrder(tenantId, draft);
-      return reply.code(201).type('application/json').header('location', `./${draft.id}`).send(text);
+      // Relative to /PurchaseOrders/{id}/amend: the new draft is /PurchaseOrders/{newId}.
+      return reply.code(201).type('application/json').header('location', `../${draft.id}`).send(text);
     },
   );
 };
+
+/** Runs each task after the previous task of the same key has settled. */
+function keyedQueue() {
+  const tails = new Map<string, Promise<unknown>>();
+  return <T>(key: string, task: () => Promise<T>): Promise<T> => {
+    const run = (tails.get(key) ?? Promise.resolve()).catch(() => undefined).then(task);
+    tails.set(key, run);
+    void run
+      .catch(() => undefined)
+      .then(() => {
+        if (tails.get(key) === run) tails.delete(key);
+      });
+    return run;
+  };
+}

@@ -18,7 +18,9 @@ export async function startPurchaseService(
   options: { relay: boolean },
 ) {
   const topics = topicNames(config);
-  const store = new PurchaseStore(platform.db);
+  // With the relay in this process, a committed transition is published at once; the sweep is the safety net.
+  let relay: OutboxRelay | undefined;
+  const store = new PurchaseStore(platform.db, (tenantId, orderId) => relay?.nudge(tenantId, orderId));
   const publisher = await Publisher.connect(platform.kafka);
   const eventCodec = await codecFor<Record<string, unknown>>(
     platform.registry,
@@ -28,7 +30,7 @@ export async function startPurchaseService(
   const catalogueCodec = await codecFor<EventTypeEntry>(platform.registry, 'eventType', topics.eventTypes);
   await publisher.publish(await catalogueRecords(topics.eventTypes, (entry) => catalogueCodec.encode(entry)));
 
-  const relay = new OutboxRelay(
+  const outboxRelay = new OutboxRelay(
     store,
     async (row) =>
       publisher.publish([
@@ -48,10 +50,11 @@ export async function startPurchaseService(
         },
       ]),
     logger,
-    { name: 'purchase-outbox', intervalMs: 100, lookbackMinutes: 24 * 60 },
+    { name: 'purchase-outbox', intervalMs: 100, lookbackMinutes: 24 * 60, settleMs: 30_000, concurrency: 32 },
   );
   const abort = new AbortController();
-  const running = options.relay ? relay.run(abort.signal) : Promise.resolve();
+  if (options.relay) relay = outboxRelay;
+  const running = options.relay ? outboxRelay.run(abort.signal) : Promise.resolve();
   return {
     store,
     stop: async () => {

@@ -15,9 +15,21 @@ export interface OutboxRow {
   payload: string;
 }
 
+/** Told once a state change and its outbox row have committed (an in-process relay publishes them at once). */
+export type TransitionListener = (tenantId: string, orderId: string) => void;
+
 /** Cassandra store of items, purchase orders, their outbox rows and reference sequences. */
 export class PurchaseStore {
-  constructor(private readonly db: CassandraClient) {}
+  private readonly referenceWaiters = new Map<
+    string,
+    { resolve(reference: string): void; reject(error: unknown): void }[]
+  >();
+  private readonly allocating = new Set<string>();
+
+  constructor(
+    private readonly db: CassandraClient,
+    private readonly onCommitted?: TransitionListener,
+  ) {}
 
   async createItem(tenantId: string, item: Item): Promise<void> {
     await this.db.execute(
@@ -38,12 +50,17 @@ export class PurchaseStore {
   }
 
   /** The order's serialized DTO (the exact GET body) and its version for compare-and-set. */
-  async getOrder(tenantId: string, id: string): Promise<{ body: string; version: number } | undefined> {
+  async getOrder(
+    tenantId: string,
+    id: string,
+    options?: { serial: boolean },
+  ): Promise<{ body: string; version: number } | undefined> {
     const row = (
-      await this.db.execute('SELECT dto, version FROM purchase_orders WHERE tenant_id = ? AND id = ? LIMIT 1', [
-        tenantId,
-        id,
-      ])
+      await this.db.execute(
+        'SELECT dto, version FROM purchase_orders WHERE tenant_id = ? AND id = ? LIMIT 1',
+        [tenantId, id],
+        options?.serial ? { consistency: types.consistencies.localSerial } : {},
+      )
     ).first();
     if (!row || row.dto === null) return undefined;
     return { body: String(row.dto), version: Number(row.version) };
@@ -78,45 +95,112 @@ export class PurchaseStore {
       tenantId,
       dto.id,
     ]);
-    const result = await this.db.batch(
-      [
-        {
-          query:
-            'UPDATE purchase_orders SET status = ?, dto = ?, version = ? WHERE tenant_id = ? AND id = ? IF version = ?',
-          params: [dto.status, body, expectedVersion + 1, tenantId, dto.id, expectedVersion],
-        },
-        {
-          query: `INSERT INTO purchase_orders (tenant_id, id, outbox_id, event_type, occurred_at, reference, payload, published)
+    let applied: boolean;
+    try {
+      const result = await this.db.batch(
+        [
+          {
+            query:
+              'UPDATE purchase_orders SET status = ?, dto = ?, version = ? WHERE tenant_id = ? AND id = ? IF version = ?',
+            params: [dto.status, body, expectedVersion + 1, tenantId, dto.id, expectedVersion],
+          },
+          {
+            query: `INSERT INTO purchase_orders (tenant_id, id, outbox_id, event_type, occurred_at, reference, payload, published)
                   VALUES (?, ?, ?, ?, ?, ?, ?, false)`,
-          params: [tenantId, dto.id, newId(), eventType, occurredAt, dto.reference, body],
-        },
-      ],
-      { prepare: true, logged: true },
-    );
-    return result.wasApplied() ? body : undefined;
+            params: [tenantId, dto.id, newId(), eventType, occurredAt, dto.reference, body],
+          },
+        ],
+        { prepare: true, logged: true },
+      );
+      applied = result.wasApplied();
+    } catch (error) {
+      if (!isCasTimeout(error)) throw error;
+      // The compare-and-set may or may not have applied. A serial read finishes any round left in progress and tells
+      // which: the body is unique to this attempt (its reference and time), so finding it means it applied.
+      const row = (
+        await this.db.execute(
+          'SELECT dto, version FROM purchase_orders WHERE tenant_id = ? AND id = ? LIMIT 1',
+          [tenantId, dto.id],
+          {
+            consistency: types.consistencies.localSerial,
+          },
+        )
+      ).first();
+      applied = row !== null && Number(row.version) === expectedVersion + 1 && row.dto === body;
+    }
+    if (!applied) return undefined;
+    this.onCommitted?.(tenantId, dto.id);
+    return body;
   }
 
-  /** Next business reference of a tenant: compare-and-set on a counter, so two validations never share one. */
-  async nextReference(tenantId: string): Promise<string> {
+  /**
+   * Next business reference of a tenant: a compare-and-set on the tenant's counter, so two validations never share
+   * one. Callers of this process that arrive while a compare-and-set is in flight share the next one (it takes as many
+   * values as there are callers), so a busy tenant's validations do not contend on the counter one by one.
+   */
+  nextReference(tenantId: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const waiting = this.referenceWaiters.get(tenantId) ?? [];
+      waiting.push({ resolve, reject });
+      this.referenceWaiters.set(tenantId, waiting);
+      if (!this.allocating.has(tenantId)) void this.allocateReferences(tenantId);
+    });
+  }
+
+  /** Serves the tenant's waiting callers in rounds, one compare-and-set per round for all who arrived meanwhile. */
+  private async allocateReferences(tenantId: string): Promise<void> {
+    this.allocating.add(tenantId);
+    try {
+      for (;;) {
+        const waiting = this.referenceWaiters.get(tenantId) ?? [];
+        this.referenceWaiters.delete(tenantId);
+        if (waiting.length === 0) return;
+        try {
+          const first = await this.reserveReferences(tenantId, waiting.length);
+          waiting.forEach((caller, index) => caller.resolve(formatReference(first + BigInt(index))));
+        } catch (error) {
+          for (const caller of waiting) caller.reject(error);
+        }
+      }
+    } finally {
+      this.allocating.delete(tenantId);
+    }
+  }
+
+  /** Takes `count` consecutive values of the tenant's counter by compare-and-set and returns the first. */
+  private async reserveReferences(tenantId: string, count: number): Promise<bigint> {
+    let last: bigint | undefined | null = null; // null: to be read; undefined: no counter yet
     for (;;) {
-      const row = (
-        await this.db.execute('SELECT last_value FROM reference_sequences WHERE tenant_id = ?', [tenantId], {
-          consistency: types.consistencies.localSerial, // see the latest compare-and-set result
-        })
-      ).first();
-      const last = row ? BigInt(String(row.last_value)) : undefined;
-      const next = (last ?? 0n) + 1n;
-      const result =
-        last === undefined
-          ? await this.db.execute(
-              'INSERT INTO reference_sequences (tenant_id, last_value) VALUES (?, ?) IF NOT EXISTS',
-              [tenantId, next.toString()],
-            )
-          : await this.db.execute(
-              'UPDATE reference_sequences SET last_value = ? WHERE tenant_id = ? IF last_value = ?',
-              [next.toString(), tenantId, last.toString()],
-            );
-      if (result.wasApplied()) return formatReference(next);
+      if (last === null) {
+        const row = (
+          await this.db.execute('SELECT last_value FROM reference_sequences WHERE tenant_id = ?', [tenantId], {
+            consistency: types.consistencies.localSerial, // see the latest compare-and-set result
+          })
+        ).first();
+        last = row ? BigInt(String(row.last_value)) : undefined;
+      }
+      const next = (last ?? 0n) + BigInt(count);
+      try {
+        const result =
+          last === undefined
+            ? await this.db.execute(
+                'INSERT INTO reference_sequences (tenant_id, last_value) VALUES (?, ?) IF NOT EXISTS',
+                [tenantId, next.toString()],
+              )
+            : await this.db.execute(
+                'UPDATE reference_sequences SET last_value = ? WHERE tenant_id = ? IF last_value = ?',
+                [next.toString(), tenantId, last.toString()],
+              );
+        if (result.wasApplied()) return (last ?? 0n) + 1n;
+        // A lost compare-and-set answers with the current value: try again from it.
+        const current: unknown = result.first()?.last_value;
+        last = current === null || current === undefined ? null : BigInt(String(current));
+      } catch (error) {
+        // Under contention a compare-and-set can time out with an unknown outcome: reading again and taking the next
+        // values is safe (at worst the values it may have taken are skipped; none is ever handed out twice).
+        if (!isCasTimeout(error)) throw error;
+        last = null;
+      }
     }
   }
 
@@ -152,12 +236,12 @@ export class PurchaseStore {
     );
   }
 
-  async dropPointer(bucket: number, tenantId: string, orderId: string): Promise<void> {
-    await this.db.execute('DELETE FROM outbox_pointers WHERE bucket = ? AND tenant_id = ? AND order_id = ?', [
-      bucket,
-      tenantId,
-      orderId,
-    ]);
+  /** Deletes the pointer's writes made at or before `writtenUpToMicros` (write time); a later write survives. */
+  async dropPointer(bucket: number, tenantId: string, orderId: string, writtenUpToMicros: number): Promise<void> {
+    await this.db.execute(
+      'DELETE FROM outbox_pointers USING TIMESTAMP ? WHERE bucket = ? AND tenant_id = ? AND order_id = ?',
+      [types.Long.fromNumber(writtenUpToMicros), bucket, tenantId, orderId],
+    );
   }
 
   async relayProgress(relay: string): Promise<number | undefined> {
@@ -173,6 +257,14 @@ export class PurchaseStore {
       bucket,
     ]);
   }
+}
+
+/** A write timeout of a lightweight transaction (server side) or of the request (client side): outcome unknown. */
+function isCasTimeout(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const { code, writeType } = error as Error & { code?: number; writeType?: string };
+  if (code === types.responseErrorCodes.writeTimeout) return writeType === 'CAS';
+  return error.name === 'OperationTimedOutError';
 }
 
 export { MINUTE };

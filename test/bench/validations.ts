@@ -1,0 +1,209 @@
+/**
+ * `npx tsx test/bench/validations.ts [--orders N] [--concurrency C] [--tenants T]`
+ * Runs the gateway as a process on its own keyspace and topics (provisioned here, removed afterwards), creates N draft
+ * orders spread over T tenants, then validates them with C requests in flight, and prints validations per second end
+ * to end (HTTP request sent → event read back from the purchase events topic) with latency p50/p99.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { connectCassandra } from '../../core/cassandra.ts';
+import { loadConfig } from '../../core/config.ts';
+import { IntegratorStore } from '../../core/integrators/integrator-store.ts';
+import { createKafka } from '../../core/kafka.ts';
+import { createLogger } from '../../core/log.ts';
+import { createRegistry } from '../../core/registry.ts';
+import { topicNames } from '../../core/topics.ts';
+import { ClientStore } from '../../infra/client-store.ts';
+import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/identity-provider.ts';
+import { repoRoot, spawnService, waitForHttp } from '../../infra/processes.ts';
+import { deprovision, provision } from '../../infra/provision.ts';
+import { ensureServers } from '../../infra/servers.ts';
+import { apiClient, type PublishedEvent } from '../support/purchase.ts';
+
+const { values } = parseArgs({
+  options: {
+    orders: { type: 'string', default: '1000' },
+    concurrency: { type: 'string', default: '50' },
+    tenants: { type: 'string', default: '1' },
+  },
+});
+const orders = Number(values.orders);
+const concurrency = Number(values.concurrency);
+const tenantCount = Number(values.tenants);
+
+const percentile = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
+const summary = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return `p50 ${percentile(sorted, 0.5)} ms, p99 ${percentile(sorted, 0.99)} ms, max ${sorted.at(-1)} ms`;
+};
+const rssMb = (pid: number) => {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
+  return line ? Number(line[1]) / 1024 : NaN;
+};
+/** Runs `task` for 0..count-1 with at most `limit` in flight. */
+const pool = async (count: number, limit: number, task: (index: number) => Promise<void>) => {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, count) }, async () => {
+      while (next < count) await task(next++);
+    }),
+  );
+};
+
+const servers = await ensureServers({ root: path.join(repoRoot, '.local'), progress: (line) => console.log(line) });
+const run = randomUUID().slice(0, 8);
+const env: Record<string, string> = {
+  KAFKA_BROKERS: servers.kafkaBrokers.join(','),
+  CASSANDRA_CONTACT_POINTS: servers.cassandraContactPoints.join(','),
+  CASSANDRA_LOCAL_DC: servers.cassandraLocalDc,
+  SCHEMA_REGISTRY_URL: servers.schemaRegistryUrl,
+  CASSANDRA_KEYSPACE: `bench_${run}`,
+  KAFKA_TOPIC_PREFIX: `bench.${run}.`,
+  KAFKA_PARTITIONS: '6',
+  SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'),
+  LOG_LEVEL: 'warn',
+};
+const logger = createLogger('bench', 'warn');
+await provision(loadConfig(env), logger);
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const probe = createServer();
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+
+// The dev identity provider in this process, on a free port; the gateway fetches its keys from it.
+const db = await connectCassandra(loadConfig(env));
+const idpUrl = `http://127.0.0.1:${await freePort()}`;
+const clients = new ClientStore(db);
+const integrators = new IntegratorStore(db);
+const idp = buildIdentityProvider({
+  issuer: `${idpUrl}/`,
+  key: await loadOrCreateSigningKey(path.join(repoRoot, '.local', 'bench-idp-key.json')),
+  clients,
+  defaultAudience: 'core-api',
+});
+await idp.listen({ host: '127.0.0.1', port: Number(new URL(idpUrl).port) });
+Object.assign(env, { AUTH_URL: idpUrl, GATEWAY_BASE_URL: `http://127.0.0.1:${await freePort()}` });
+const config = loadConfig(env);
+
+const gateway = spawnService(
+  'gateway',
+  'api/main.ts',
+  { ...process.env, ...env },
+  path.join(repoRoot, '.local', 'logs', 'bench', `gateway-${run}.log`),
+);
+
+// Reads the purchase events topic from its beginning and keeps when each order's first event arrived.
+const kafka = createKafka(config.kafka.brokers, 'bench-reader', logger);
+const registry = createRegistry(config.schemaRegistryUrl);
+const consumer = kafka.consumer({ groupId: `bench-${run}`, maxWaitTimeInMs: 50 });
+const eventAt = new Map<string, number>();
+let duplicates = 0;
+
+try {
+  await waitForHttp(`${config.gateway.baseUrl}/health`, 'gateway', 60_000, gateway.exited);
+  const joined = new Promise<void>((resolve) => consumer.on(consumer.events.GROUP_JOIN, () => resolve()));
+  await consumer.connect();
+  await consumer.subscribe({ topics: [topicNames(config).purchaseEvents], fromBeginning: true });
+  await consumer.run({
+    partitionsConsumedConcurrently: 6,
+    eachMessage: async ({ message }) => {
+      const receivedAt = Date.now();
+      const event = (await registry.decode(message.value!)) as PublishedEvent;
+      if (eventAt.has(event.entityId)) duplicates += 1;
+      else eventAt.set(event.entityId, receivedAt);
+    },
+  });
+  await joined;
+
+  const tenants = await Promise.all(
+    Array.from({ length: tenantCount }, async (_, index) => {
+      const tenantId = `bench-${run}-${index}`;
+      const clientId = `bench-${run}-${index}`;
+      const clientSecret = randomBytes(12).toString('hex');
+      await clients.create(clientId, clientSecret, tenantId);
+      await integrators.register('purchase', clientId, tenantId);
+      const response = await fetch(`${idpUrl}/oauth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          client_id: clientId,
+          client_secret: clientSecret,
+          audience: 'core-api',
+          grant_type: 'client_credentials',
+        }),
+      });
+      const call = apiClient(
+        config.gateway.baseUrl,
+        ((await response.json()) as { access_token: string }).access_token,
+      );
+      const item = await call('POST', '/CorePurchase/REST/Items', { code: 'B-1', name: 'Bolt', unitPrice: '0.25' });
+      return { call, itemId: item.json<{ id: string }>().id };
+    }),
+  );
+
+  const created: { id: string; tenant: (typeof tenants)[number] }[] = [];
+  let started = Date.now();
+  await pool(orders, concurrency, async (index) => {
+    const tenant = tenants[index % tenants.length]!;
+    const answer = await tenant.call('POST', '/CorePurchase/REST/PurchaseOrders', {
+      supplierName: 'Acme',
+      currency: 'EUR',
+      rows: [{ itemId: tenant.itemId, quantity: String(index + 1), description: `order ${index}` }],
+    });
+    if (answer.status !== 201) throw new Error(`creation answered ${answer.status}: ${answer.text}`);
+    created.push({ id: answer.json<{ id: string }>().id, tenant });
+  });
+  const creationSeconds = (Date.now() - started) / 1000;
+
+  const sentAt = new Map<string, number>();
+  const answeredAt = new Map<string, number>();
+  const failures = new Map<number, number>();
+  const validated = new Set<string>();
+  started = Date.now();
+  await pool(created.length, concurrency, async (index) => {
+    const { id, tenant } = created[index]!;
+    sentAt.set(id, Date.now());
+    const answer = await tenant.call('POST', `/CorePurchase/REST/PurchaseOrders/${id}/validate`);
+    answeredAt.set(id, Date.now());
+    if (answer.status === 200) validated.add(id);
+    else failures.set(answer.status, (failures.get(answer.status) ?? 0) + 1);
+  });
+  const answeredSeconds = (Date.now() - started) / 1000;
+  const validatedIds = [...validated];
+  const deadline = Date.now() + 120_000;
+  while (validatedIds.some((id) => !eventAt.has(id)) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  const withEvent = validatedIds.filter((id) => eventAt.has(id));
+  const lastEvent = Math.max(...withEvent.map((id) => eventAt.get(id)!));
+  const endToEndSeconds = (lastEvent - started) / 1000;
+  const http = withEvent.map((id) => answeredAt.get(id)! - sentAt.get(id)!);
+  const endToEnd = withEvent.map((id) => eventAt.get(id)! - sentAt.get(id)!);
+  const afterAnswer = withEvent.map((id) => eventAt.get(id)! - answeredAt.get(id)!);
+  console.log(`
+${orders} orders over ${tenantCount} tenant(s), ${concurrency} requests in flight
+creation: ${(orders / creationSeconds).toFixed(0)} orders/s
+validation answered: ${(orders / answeredSeconds).toFixed(0)} validations/s over ${answeredSeconds.toFixed(1)} s${failures.size ? `; non-200: ${JSON.stringify(Object.fromEntries(failures))}` : ''}
+end to end (request sent → event read from the topic): ${(withEvent.length / endToEndSeconds).toFixed(0)} validations/s over ${endToEndSeconds.toFixed(1)} s; events ${withEvent.length}/${validatedIds.length}, duplicates ${duplicates}
+latency HTTP (request → 200): ${summary(http)}
+latency end to end (request → event): ${summary(endToEnd)}
+latency answer → event: ${summary(afterAnswer)}
+gateway RSS: ${rssMb(gateway.child.pid!).toFixed(0)} MB`);
+} finally {
+  await consumer.disconnect();
+  await gateway.stop();
+  await idp.close();
+  await db.shutdown();
+  await deprovision(config, logger);
+  await servers.stop();
+}

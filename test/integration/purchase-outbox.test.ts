@@ -1,0 +1,228 @@
+// The purchase store's compare-and-set and the outbox relay against real Cassandra, with a collecting publisher, so
+// races are set up step by step: a writer held between its pointer and its batch, a publication that fails.
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectCassandra, type CassandraClient } from '../../core/cassandra.ts';
+import { loadConfig } from '../../core/config.ts';
+import { createLogger } from '../../core/log.ts';
+import { OutboxRelay, type OutboxRelayOptions } from '../../producer/outbox-relay.ts';
+import {
+  cancelled,
+  draftPurchaseOrder,
+  formatReference,
+  validated,
+  type PurchaseOrderDTO,
+} from '../../producer/purchase-order.ts';
+import { MINUTE, PurchaseStore, type OutboxRow } from '../../producer/purchase-store.ts';
+import { testEnv, waitFor } from '../support/harness.ts';
+
+/** The store as one tenant's relay sees it: other tests' pointers are not this relay's business. */
+class TenantStore extends PurchaseStore {
+  constructor(
+    db: CassandraClient,
+    private readonly tenantId: string,
+  ) {
+    super(db);
+  }
+
+  override async pointers(bucket: number) {
+    return (await super.pointers(bucket)).filter((pointer) => pointer.tenantId === this.tenantId);
+  }
+}
+
+/**
+ * A writer held between its pointer and its batch: its client's batches wait until `open()`; `reached` resolves once
+ * the writer has written its pointer and is waiting to run its batch.
+ */
+function heldWriter(db: CassandraClient) {
+  let open!: () => void;
+  let arrive!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  const reached = new Promise<void>((resolve) => (arrive = resolve));
+  const client = new Proxy(db, {
+    get(target, property) {
+      if (property === 'batch') {
+        return async (...args: Parameters<CassandraClient['batch']>) => {
+          arrive();
+          await opened;
+          return target.batch(...args);
+        };
+      }
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return { store: new PurchaseStore(client), reached, open };
+}
+
+const SETTLE_MS = 30_000;
+
+describe('purchase store and outbox relay', () => {
+  let db: CassandraClient;
+  const logger = createLogger('test-relay', 'warn');
+
+  beforeAll(async () => {
+    db = await connectCassandra(loadConfig(testEnv()));
+  });
+
+  afterAll(async () => {
+    await db?.shutdown();
+  });
+
+  const setup = async (options: Partial<OutboxRelayOptions> = {}) => {
+    const tenantId = `relay-${randomBytes(4).toString('hex')}`;
+    const store = new TenantStore(db, tenantId);
+    const published: OutboxRow[] = [];
+    const failures = { remaining: 0 };
+    // The relay's clock: real time unless a test sets it (to reach a pointer's settling read without waiting).
+    const clock: { at?: number } = {};
+    const relay = new OutboxRelay(
+      store,
+      async (row) => {
+        if (failures.remaining > 0) {
+          failures.remaining -= 1;
+          throw new Error('broker unavailable');
+        }
+        published.push(row);
+      },
+      logger,
+      {
+        name: `test-${tenantId}`,
+        intervalMs: 50,
+        lookbackMinutes: 2,
+        settleMs: SETTLE_MS,
+        concurrency: 4,
+        now: () => clock.at ?? Date.now(),
+        ...options,
+      },
+    );
+    const now = new Date().toISOString();
+    const order = draftPurchaseOrder({
+      id: randomBytes(8).toString('hex'),
+      supplierName: 'Acme',
+      currency: 'EUR',
+      rows: [
+        {
+          item: { id: 'i1', code: 'C1', name: 'Bolt', unitPrice: '2', createdAt: now },
+          quantity: '3',
+          description: null,
+        },
+      ],
+      amends: null,
+      now,
+    });
+    await store.createOrder(tenantId, order);
+    /** The order's pointers in the last two minute buckets. */
+    const pointers = async () => {
+      const current = Math.floor(Date.now() / MINUTE);
+      return [...(await store.pointers(current - 1)), ...(await store.pointers(current))];
+    };
+    /** Runs sweeps until `probe` holds. */
+    const sweepUntil = <T>(probe: () => T | undefined | false, what: string) =>
+      waitFor(async () => {
+        await relay.pass().catch(() => undefined);
+        return probe();
+      }, what);
+    return { tenantId, store, relay, published, failures, clock, order, pointers, sweepUntil };
+  };
+
+  const transition = (store: PurchaseStore, tenantId: string, dto: PurchaseOrderDTO, version: number) =>
+    store.transition(
+      tenantId,
+      dto,
+      version,
+      dto.status === 'Validated' ? 'purchaseOrder.validated' : 'purchaseOrder.cancelled',
+      new Date().toISOString(),
+    );
+
+  it('applies one of twenty concurrent compare-and-sets on one version, with one outbox row', async () => {
+    const { tenantId, store, order } = await setup();
+    const now = new Date().toISOString();
+    const bodies = await Promise.all(
+      Array.from({ length: 20 }, (_, index) =>
+        transition(store, tenantId, validated(order, `PO-${String(index + 1).padStart(6, '0')}`, now), 1),
+      ),
+    );
+    const applied = bodies.filter((body) => body !== undefined);
+    expect(applied).toHaveLength(1);
+    expect((await store.getOrder(tenantId, order.id))?.body).toBe(applied[0]);
+    expect(await store.unpublished(tenantId, order.id)).toMatchObject([{ payload: applied[0] }]);
+  });
+
+  it('hands out distinct consecutive references to concurrent validations in two processes', async () => {
+    const tenantId = `refs-${randomBytes(4).toString('hex')}`;
+    const processes = [new PurchaseStore(db), new PurchaseStore(db)];
+    const references = await Promise.all(
+      Array.from({ length: 200 }, (_, index) => processes[index % 2]!.nextReference(tenantId)),
+    );
+    expect([...references].sort()).toEqual(
+      Array.from({ length: 200 }, (_, index) => formatReference(BigInt(index + 1))),
+    );
+    expect(await processes[0]!.nextReference(tenantId)).toBe('PO-000201');
+  });
+
+  it('publishes the event of a writer that was between its pointer and its batch when the relay read the order', async () => {
+    const { tenantId, relay, published, clock, order, pointers } = await setup();
+    const writer = heldWriter(db);
+    const committing = transition(writer.store, tenantId, validated(order, 'PO-000001', new Date().toISOString()), 1);
+    await writer.reached;
+
+    expect(await relay.pass()).toBe(0); // the batch has not been applied: nothing to publish yet
+    expect(await pointers()).toHaveLength(1); // and the pointer is kept for a later read
+
+    writer.open();
+    const body = await committing;
+    expect(body).toBeDefined();
+    // The settling read, once the pointer is settleMs old, sees the batch and deletes the pointer.
+    clock.at = Date.now() + SETTLE_MS;
+    expect(await relay.pass()).toBe(1);
+    expect(published.map((row) => row.payload)).toEqual([body]);
+    expect(await pointers()).toEqual([]);
+  });
+
+  it('keeps the pointer of a second transition written while the first one was being settled', async () => {
+    const { tenantId, store, relay, published, clock, order, pointers } = await setup();
+    const validatedBody = await transition(store, tenantId, validated(order, 'PO-000001', new Date().toISOString()), 1);
+    const firstListed = Date.now();
+    clock.at = firstListed;
+    expect(await relay.pass()).toBe(1);
+
+    // The cancellation rewrites the same pointer (same minute, same order) and is held before its batch while the
+    // relay's settling read of the first pointer write deletes what it covered: the rewritten pointer must survive.
+    await waitFor(() => Date.now() > firstListed + 1, 'the clock to move past the first listing');
+    const beforeRewrite = Date.now();
+    const writer = heldWriter(db);
+    const validatedDto = JSON.parse(validatedBody!) as PurchaseOrderDTO;
+    const committing = transition(writer.store, tenantId, cancelled(validatedDto, new Date().toISOString()), 2);
+    await writer.reached;
+    clock.at = beforeRewrite - 1 + SETTLE_MS; // settles the first write, not the rewrite
+    expect(await relay.pass()).toBe(0);
+    expect(await pointers()).toHaveLength(1);
+
+    writer.open();
+    const cancelledBody = await committing;
+    clock.at += SETTLE_MS;
+    expect(await relay.pass()).toBe(1); // the surviving pointer is read and published
+    expect(published.map((row) => row.payload)).toEqual([validatedBody, cancelledBody]);
+  });
+
+  it('publishes at least once when a publication fails, and marks the row only after it succeeded', async () => {
+    const { tenantId, store, relay, published, failures, order, sweepUntil } = await setup();
+    failures.remaining = 1;
+    const body = await transition(store, tenantId, validated(order, 'PO-000001', new Date().toISOString()), 1);
+    await expect(relay.pass()).rejects.toThrow('broker unavailable');
+    expect(await store.unpublished(tenantId, order.id)).toHaveLength(1);
+    await sweepUntil(() => published.length > 0, 'the event to be published on a later sweep');
+    expect(published.map((row) => row.payload)).toEqual([body]);
+    expect(await store.unpublished(tenantId, order.id)).toEqual([]);
+  });
+
+  it('publishes at once when nudged after a commit, without waiting for a sweep', async () => {
+    const { tenantId, relay, published, order } = await setup();
+    const store = new PurchaseStore(db, (tenant, orderId) => relay.nudge(tenant, orderId));
+    const body = await transition(store, tenantId, validated(order, 'PO-000001', new Date().toISOString()), 1);
+    await relay.idle();
+    expect(published.map((row) => row.payload)).toEqual([body]);
+    expect(await store.unpublished(tenantId, order.id)).toEqual([]);
+  });
+});
