@@ -60,7 +60,8 @@ const env: Record<string, string> = {
   KAFKA_TOPIC_PREFIX: `bench.${run}.`,
   KAFKA_PARTITIONS: '6',
   SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'),
-  WEBHOOK_RETRY_DELAYS: '1s,1h',
+  // The parked backlog waits in a 1 h tier; otherwise failed answers retry every second or two.
+  WEBHOOK_RETRY_DELAYS: backlog > 0 ? '1s,1h' : '1s,2s',
   WEBHOOK_ALLOW_HTTP: 'true',
   WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
   LOG_LEVEL: 'warn',
