@@ -15,8 +15,8 @@ export interface EnvelopeFields {
  * Builds the request body as bytes around the producer's payload bytes, in the spec's field order, so the payload is
  * forwarded byte for byte (never parsed and re-serialized). Above `payloadLimitBytes` the payload is omitted.
  */
-export function buildEnvelope(fields: EnvelopeFields, payload: Buffer, payloadLimitBytes: number): Buffer {
-  const omitted = payload.length > payloadLimitBytes;
+export function buildEnvelope(fields: EnvelopeFields, payload: Buffer | null, payloadLimitBytes: number): Buffer {
+  const omitted = payload === null || payload.length > payloadLimitBytes;
   const head =
     `{"eventId":${JSON.stringify(fields.eventId)}` +
     `,"eventType":${JSON.stringify(fields.eventType)}` +
@@ -27,7 +27,11 @@ export function buildEnvelope(fields: EnvelopeFields, payload: Buffer, payloadLi
     `,"subscriptionId":${JSON.stringify(fields.subscriptionId)}` +
     `,"payload":`;
   const tail = `,"payloadOmitted":${omitted}}`;
-  return Buffer.concat([Buffer.from(head, 'utf8'), omitted ? Buffer.from('null') : payload, Buffer.from(tail, 'utf8')]);
+  return Buffer.concat([
+    Buffer.from(head, 'utf8'),
+    omitted ? Buffer.from('null') : payload!,
+    Buffer.from(tail, 'utf8'),
+  ]);
 }
 
 /** Base64 HMAC-SHA256 of the raw body with the subscription secret (spec "Hmac signature"). */

@@ -10,7 +10,7 @@ import { queuedDelivery, routeEvent, type RouterDeps } from './event-router.ts';
 const LIMIT = 204_800;
 const RECEIVED_AT = Date.UTC(2025, 2, 3, 4, 5, 6, 789);
 
-const event: StoredEvent = {
+const event: StoredEvent & { payload: Buffer } = {
   tenantId: 'tenant-a',
   eventId: '6f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e5f',
   eventType: 'purchaseOrder.validated',
@@ -142,10 +142,16 @@ describe('routeEvent', () => {
   });
 
   it('omits a payload above the configured limit', async () => {
-    const { deps } = fakes([subscription('s1')]);
+    const { deps, calls } = fakes([subscription('s1')]);
     deps.payloadLimitBytes = event.payload.length - 1;
     const [record] = await routeEvent(event, RECEIVED_AT, deps);
     expect(JSON.parse(record!.envelope.toString('utf8'))).toMatchObject({ payload: null, payloadOmitted: true });
+    // Never embedded, so not kept: the stored event has no payload, and a replay rebuilds the same envelope.
+    const created = calls.find((call) => call.kind === 'createDeliveries');
+    expect(created?.kind === 'createDeliveries' && created.event.payload).toBeNull();
+    expect(
+      buildEnvelope({ ...event, subscriptionId: 's1' }, null, deps.payloadLimitBytes).equals(record!.envelope),
+    ).toBe(true);
   });
 
   it('signs Hmac subscriptions over the exact envelope bytes with each subscription secret', async () => {
@@ -205,7 +211,7 @@ describe('routeEvent', () => {
     const [record] = await routeEvent(event, RECEIVED_AT, deps);
     const created = calls.find((c) => c.kind === 'createDeliveries');
     if (created?.kind !== 'createDeliveries') throw new Error('no createDeliveries call');
-    expect(created.event).toBe(event);
+    expect(created.event).toEqual(event);
     expect(created.writeTime).toBe(RECEIVED_AT);
     expect(created.deliveries).toEqual([queuedDelivery(record!)]);
     expect(created.deliveries[0]).toMatchObject({

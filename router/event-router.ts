@@ -62,7 +62,9 @@ export async function routeEvent(event: StoredEvent, receivedAt: number, deps: R
     };
   });
   const deliveries = records.map(({ record }) => queuedDelivery(record));
-  await deps.store.createDeliveries(event, deliveries, receivedAt);
+  // A payload over the limit is never embedded, so it is not kept either (it can be tens of megabytes).
+  const kept = event.payload !== null && event.payload.length <= deps.payloadLimitBytes ? event.payload : null;
+  await deps.store.createDeliveries({ ...event, payload: kept }, deliveries, receivedAt);
   await Promise.all(
     records.map(({ subscription }, index) =>
       subscription.supersedePendingDeliveries ? deps.store.markLatestForEntity(deliveries[index]!, receivedAt) : null,

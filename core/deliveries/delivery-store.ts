@@ -177,7 +177,7 @@ export class DeliveryStore {
       entityId: String(row.entity_id),
       reference: (row.reference as string | null) ?? null,
       resourceUrl: String(row.resource_url),
-      payload: row.payload as Buffer,
+      payload: (row.payload as Buffer | null) ?? null,
     };
   }
 

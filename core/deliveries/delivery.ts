@@ -37,5 +37,6 @@ export interface StoredEvent {
   entityId: string;
   reference: string | null;
   resourceUrl: string;
-  payload: Buffer;
+  /** Null when the payload was over the size limit: envelopes omit it, so it is not kept. */
+  payload: Buffer | null;
 }
