@@ -42,7 +42,13 @@ export async function migrate(config: Config): Promise<{ applied: string[]; alre
     for (const file of files.filter((name) => !done.has(name))) {
       const text = await readFile(new URL(file, directory), 'utf8');
       for (const statement of splitStatements(text)) {
-        await admin.execute(statement.replace(/\b(CREATE TABLE IF NOT EXISTS) (\w+)/, `$1 ${keyspace}.$2`));
+        const qualified = statement.replace(/\b(CREATE TABLE IF NOT EXISTS|ALTER TABLE) (\w+)/, `$1 ${keyspace}.$2`);
+        try {
+          await admin.execute(qualified);
+        } catch (error) {
+          // A migration interrupted after some statements is run again: a column it already added is fine.
+          if (!/already exists|conflicts with an existing column/i.test((error as Error).message)) throw error;
+        }
       }
       await admin.execute(`INSERT INTO ${keyspace}.schema_migrations (version, applied_at) VALUES (?, ?)`, [
         file,

@@ -27,11 +27,11 @@ export function topicLayout(config: Config): { name: string; partitions: number;
   // A retry record must outlive its delay plus the delivery lifetime, whichever tier it waits in.
   const retryRetentionMs = String(Math.max(config.webhook.deliveryLifetimeMs * 2, 7 * 86_400_000));
   return [
-    // A purchase order of 5,000 rows with long descriptions is several megabytes: raise the record size limit.
+    // A purchase order of 5,000 rows with long descriptions is tens of megabytes: raise the record size limit.
     {
       name: names.purchaseEvents,
       partitions,
-      config: { 'retention.ms': String(7 * 86_400_000), 'max.message.bytes': String(32 * 1024 * 1024) },
+      config: { 'retention.ms': String(7 * 86_400_000), 'max.message.bytes': String(64 * 1024 * 1024) },
     },
     { name: names.deliveries, partitions, config: { 'retention.ms': retryRetentionMs } },
     ...names.retries.map(({ topic }) => ({ name: topic, partitions, config: { 'retention.ms': retryRetentionMs } })),

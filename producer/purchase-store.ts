@@ -3,6 +3,10 @@ import { newId } from '../core/ids.ts';
 import { formatReference, serializePurchaseOrder, type Item, type PurchaseOrderDTO } from './purchase-order.ts';
 
 const MINUTE = 60_000;
+/** Bodies up to this many UTF-16 units stay inline (at most ~1.5 MB of UTF-8, twice in one batch). */
+const INLINE_BODY_CHARS = 512 * 1024;
+/** Chunk size of larger bodies: at most ~3 MB of UTF-8 per write. */
+const BODY_CHUNK_CHARS = 1024 * 1024;
 
 /** An integration event waiting in a purchase order's partition until the relay has published it. */
 export interface OutboxRow {
@@ -57,23 +61,23 @@ export class PurchaseStore {
   ): Promise<{ body: string; version: number } | undefined> {
     const row = (
       await this.db.execute(
-        'SELECT dto, version FROM purchase_orders WHERE tenant_id = ? AND id = ? LIMIT 1',
+        'SELECT dto, body_id, version FROM purchase_orders WHERE tenant_id = ? AND id = ? LIMIT 1',
         [tenantId, id],
         options?.serial ? { consistency: types.consistencies.localSerial } : {},
       )
     ).first();
-    if (!row || row.dto === null) return undefined;
-    return { body: String(row.dto), version: Number(row.version) };
+    if (!row || row.version === null) return undefined;
+    const body = row.body_id ? await this.readBody(tenantId, id, String(row.body_id)) : String(row.dto);
+    return { body, version: Number(row.version) };
   }
 
   async createOrder(tenantId: string, dto: PurchaseOrderDTO): Promise<string> {
     const body = serializePurchaseOrder(dto);
-    await this.db.execute('INSERT INTO purchase_orders (tenant_id, id, status, dto, version) VALUES (?, ?, ?, ?, 1)', [
-      tenantId,
-      dto.id,
-      dto.status,
-      body,
-    ]);
+    const stored = await this.storeBody(tenantId, dto.id, body);
+    await this.db.execute(
+      'INSERT INTO purchase_orders (tenant_id, id, status, dto, body_id, version) VALUES (?, ?, ?, ?, ?, 1)',
+      [tenantId, dto.id, dto.status, stored.inline, stored.bodyId],
+    );
     return body;
   }
 
@@ -90,6 +94,8 @@ export class PurchaseStore {
     occurredAt: string,
   ): Promise<string | undefined> {
     const body = serializePurchaseOrder(dto);
+    // A large body is written in chunks first, under an id only this attempt uses: a lost race leaves it unreferenced.
+    const stored = await this.storeBody(tenantId, dto.id, body);
     await this.db.execute('INSERT INTO outbox_pointers (bucket, tenant_id, order_id) VALUES (?, ?, ?)', [
       Math.floor(Date.now() / MINUTE),
       tenantId,
@@ -101,13 +107,13 @@ export class PurchaseStore {
         [
           {
             query:
-              'UPDATE purchase_orders SET status = ?, dto = ?, version = ? WHERE tenant_id = ? AND id = ? IF version = ?',
-            params: [dto.status, body, expectedVersion + 1, tenantId, dto.id, expectedVersion],
+              'UPDATE purchase_orders SET status = ?, dto = ?, body_id = ?, version = ? WHERE tenant_id = ? AND id = ? IF version = ?',
+            params: [dto.status, stored.inline, stored.bodyId, expectedVersion + 1, tenantId, dto.id, expectedVersion],
           },
           {
-            query: `INSERT INTO purchase_orders (tenant_id, id, outbox_id, event_type, occurred_at, reference, payload, published)
-                  VALUES (?, ?, ?, ?, ?, ?, ?, false)`,
-            params: [tenantId, dto.id, newId(), eventType, occurredAt, dto.reference, body],
+            query: `INSERT INTO purchase_orders (tenant_id, id, outbox_id, event_type, occurred_at, reference, payload,
+                    payload_body_id, published) VALUES (?, ?, ?, ?, ?, ?, ?, ?, false)`,
+            params: [tenantId, dto.id, newId(), eventType, occurredAt, dto.reference, stored.inline, stored.bodyId],
           },
         ],
         { prepare: true, logged: true },
@@ -119,14 +125,17 @@ export class PurchaseStore {
       // which: the body is unique to this attempt (its reference and time), so finding it means it applied.
       const row = (
         await this.db.execute(
-          'SELECT dto, version FROM purchase_orders WHERE tenant_id = ? AND id = ? LIMIT 1',
+          'SELECT dto, body_id, version FROM purchase_orders WHERE tenant_id = ? AND id = ? LIMIT 1',
           [tenantId, dto.id],
           {
             consistency: types.consistencies.localSerial,
           },
         )
       ).first();
-      applied = row !== null && Number(row.version) === expectedVersion + 1 && row.dto === body;
+      applied =
+        row !== null &&
+        Number(row.version) === expectedVersion + 1 &&
+        (stored.bodyId === null ? row.dto === body : row.body_id === stored.bodyId);
     }
     if (!applied) return undefined;
     this.onCommitted?.(tenantId, dto.id);
@@ -212,21 +221,63 @@ export class PurchaseStore {
 
   async unpublished(tenantId: string, orderId: string): Promise<OutboxRow[]> {
     const result = await this.db.execute(
-      'SELECT outbox_id, event_type, occurred_at, reference, payload, published FROM purchase_orders WHERE tenant_id = ? AND id = ?',
+      'SELECT outbox_id, event_type, occurred_at, reference, payload, payload_body_id, published FROM purchase_orders WHERE tenant_id = ? AND id = ?',
       [tenantId, orderId],
     );
-    return result.rows
-      .filter((row) => row.outbox_id !== null && row.published === false)
-      .map((row) => ({
-        tenantId,
-        orderId,
-        outboxId: String(row.outbox_id),
-        eventType: String(row.event_type),
-        occurredAt: String(row.occurred_at),
-        reference: (row.reference as string | null) ?? null,
-        payload: String(row.payload),
-      }))
-      .sort((a, b) => a.occurredAt.localeCompare(b.occurredAt));
+    const rows = await Promise.all(
+      result.rows
+        .filter((row) => row.outbox_id !== null && row.published === false)
+        .map(async (row) => ({
+          tenantId,
+          orderId,
+          outboxId: String(row.outbox_id),
+          eventType: String(row.event_type),
+          occurredAt: String(row.occurred_at),
+          reference: (row.reference as string | null) ?? null,
+          payload: row.payload_body_id
+            ? await this.readBody(tenantId, orderId, String(row.payload_body_id))
+            : String(row.payload),
+        })),
+    );
+    return rows.sort((a, b) => a.occurredAt.localeCompare(b.occurredAt));
+  }
+
+  /**
+   * Keeps a body inline when it is small; otherwise writes it in chunks (each its own write, far below Cassandra's
+   * request and mutation limits) under a new body id.
+   */
+  private async storeBody(tenantId: string, orderId: string, body: string) {
+    if (body.length <= INLINE_BODY_CHARS) return { inline: body, bodyId: null };
+    const bodyId = newId();
+    const parts: string[] = [];
+    for (let start = 0; start < body.length;) {
+      let end = Math.min(start + BODY_CHUNK_CHARS, body.length);
+      // Never split a surrogate pair: each part must be valid text on its own.
+      const last = body.charCodeAt(end - 1);
+      if (end < body.length && last >= 0xd800 && last <= 0xdbff) end -= 1;
+      parts.push(body.slice(start, end));
+      start = end;
+    }
+    await Promise.all(
+      parts.map((part, chunk) =>
+        this.db.execute(
+          'INSERT INTO purchase_order_bodies (tenant_id, order_id, body_id, chunk, part) VALUES (?, ?, ?, ?, ?)',
+          [tenantId, orderId, bodyId, chunk, part],
+        ),
+      ),
+    );
+    return { inline: null, bodyId };
+  }
+
+  private async readBody(tenantId: string, orderId: string, bodyId: string): Promise<string> {
+    const result = await this.db.execute(
+      'SELECT part FROM purchase_order_bodies WHERE tenant_id = ? AND order_id = ? AND body_id = ?',
+      [tenantId, orderId, bodyId],
+      { fetchSize: 4 },
+    );
+    const parts: string[] = [];
+    for await (const row of result) parts.push(String(row.part));
+    return parts.join('');
   }
 
   async markPublished(row: OutboxRow): Promise<void> {

@@ -18,7 +18,7 @@ describe('provisioning', () => {
     const first = await registerSchemas(config);
     const again = await provision(config, createLogger('test', 'warn'));
     expect(again.migrations.applied).toEqual([]);
-    expect(again.migrations.alreadyApplied).toContain('001-initial.cql');
+    expect(again.migrations.alreadyApplied).toEqual(['001-initial.cql', '002-purchase-order-bodies.cql']);
     expect(again.topics.created).toEqual([]);
     expect(again.topics.unchanged.sort()).toEqual(
       topicLayout(config)
@@ -69,6 +69,9 @@ describe('operator CLI', () => {
       cwd: repoRoot,
       env: { ...process.env, ...testEnv() },
     });
-    expect(JSON.parse(stdout)).toEqual({ applied: [], alreadyApplied: ['001-initial.cql'] });
+    expect(JSON.parse(stdout)).toEqual({
+      applied: [],
+      alreadyApplied: ['001-initial.cql', '002-purchase-order-bodies.cql'],
+    });
   });
 });
