@@ -228,18 +228,21 @@ describe('delivery engine', () => {
     await subscribe('tenant-b', b.url);
     // 1,001 two-byte characters: about 1,000 characters but over the 2,000-byte limit (the limit counts UTF-8 bytes).
     const big = JSON.stringify({ note: 'é'.repeat(1_001) });
-    const [large, nested, small] = await events.publish([
+    const huge = JSON.stringify({ rows: 'x'.repeat(20_000_000) }); // a 20 MB event, far above a fetch's default size
+    const [large, nested, small, enormous] = await events.publish([
       { tenantId: 'tenant-a', eventType: 'purchaseOrder.validated', payload: big },
       { tenantId: 'tenant-a', eventType: 'purchaseOrder.row.added' },
       { tenantId: 'tenant-a', eventType: 'purchaseOrder.cancelled', payload: '{"small":true}' },
+      { tenantId: 'tenant-a', eventType: 'purchaseOrder.validated', payload: huge },
     ]);
-    await waitFor(() => a.received.length >= 2, 'two deliveries to tenant a');
+    await waitFor(() => a.received.length >= 3, 'three deliveries to tenant a');
     const byEvent = new Map(a.received.map((request) => [request.headers['x-webhook-event-id'], request]));
     expect(JSON.parse(byEvent.get(large)!.body.toString())).toMatchObject({ payload: null, payloadOmitted: true });
     expect(byEvent.get(small)!.body.toString()).toContain('"payload":{"small":true},"payloadOmitted":false}');
+    expect(JSON.parse(byEvent.get(enormous)!.body.toString())).toMatchObject({ payload: null, payloadOmitted: true });
     expect(byEvent.has(nested)).toBe(false);
     await new Promise((resolve) => setTimeout(resolve, 1_000));
-    expect(a.received).toHaveLength(2);
+    expect(a.received).toHaveLength(3);
     expect(b.received).toHaveLength(0);
   });
 
