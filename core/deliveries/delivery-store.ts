@@ -43,16 +43,17 @@ export class DeliveryStore {
   }
 
   /** Writes a new delivery series (routing or replay) with its index rows. */
-  insertDelivery(delivery: Delivery, options: { prepare: true; timestamp?: number } = { prepare: true }) {
+  async insertDelivery(delivery: Delivery, options: { prepare: true; timestamp?: number } = { prepare: true }) {
     const ttl = this.ttlSeconds;
     const { tenantId, id, queuedAt } = delivery;
     const hour = Math.floor(queuedAt.getTime() / HOUR);
-    return Promise.all([
-      this.db.execute(
-        `INSERT INTO deliveries (tenant_id, id, event_id, event_type, subscription_id, entity_id, status, attempt_count,
+    // One unlogged batch per delivery: five small rows in one request instead of five (the router's hot path).
+    const queries = [
+      {
+        query: `INSERT INTO deliveries (tenant_id, id, event_id, event_type, subscription_id, entity_id, status, attempt_count,
           last_status_code, last_error_message, next_retry_at, queued_at, occurred_at, replay_of, signature)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl}`,
-        [
+        params: [
           tenantId,
           id,
           delivery.eventId,
@@ -69,34 +70,30 @@ export class DeliveryStore {
           delivery.replayOf,
           delivery.signature,
         ],
-        options,
-      ),
-      this.db.execute(
-        `INSERT INTO deliveries_by_tenant (tenant_id, hour, queued_at, delivery_id) VALUES (?, ?, ?, ?) USING TTL ${ttl}`,
-        [tenantId, hour, queuedAt, id],
-        options,
-      ),
-      this.db.execute(
-        `INSERT INTO deliveries_by_subscription (tenant_id, subscription_id, hour, queued_at, delivery_id)
+      },
+      {
+        query: `INSERT INTO deliveries_by_tenant (tenant_id, hour, queued_at, delivery_id) VALUES (?, ?, ?, ?) USING TTL ${ttl}`,
+        params: [tenantId, hour, queuedAt, id],
+      },
+      {
+        query: `INSERT INTO deliveries_by_subscription (tenant_id, subscription_id, hour, queued_at, delivery_id)
          VALUES (?, ?, ?, ?, ?) USING TTL ${ttl}`,
-        [tenantId, delivery.subscriptionId, hour, queuedAt, id],
-        options,
-      ),
-      this.db.execute(
-        `INSERT INTO deliveries_by_event_type (tenant_id, event_type, hour, queued_at, delivery_id)
+        params: [tenantId, delivery.subscriptionId, hour, queuedAt, id],
+      },
+      {
+        query: `INSERT INTO deliveries_by_event_type (tenant_id, event_type, hour, queued_at, delivery_id)
          VALUES (?, ?, ?, ?, ?) USING TTL ${ttl}`,
-        [tenantId, delivery.eventType, hour, queuedAt, id],
-        options,
-      ),
-      this.db.execute(
-        `INSERT INTO deliveries_by_event (tenant_id, event_id, queued_at, delivery_id) VALUES (?, ?, ?, ?) USING TTL ${ttl}`,
-        [tenantId, delivery.eventId, queuedAt, id],
-        options,
-      ),
-    ]);
+        params: [tenantId, delivery.eventType, hour, queuedAt, id],
+      },
+      {
+        query: `INSERT INTO deliveries_by_event (tenant_id, event_id, queued_at, delivery_id) VALUES (?, ?, ?, ?) USING TTL ${ttl}`,
+        params: [tenantId, delivery.eventId, queuedAt, id],
+      },
+    ];
+    await this.db.batch(queries, { ...options, logged: false });
   }
 
-  /** Records one attempt and the delivery's resulting state. */
+  /** Records one attempt and the delivery's resulting state: both rows have the key (tenant, delivery), one request. */
   async recordAttempt(
     tenantId: string,
     deliveryId: string,
@@ -104,34 +101,37 @@ export class DeliveryStore {
     next: { status: DeliveryStatus; nextRetryAt: Date | null },
   ): Promise<void> {
     const ttl = this.ttlSeconds;
-    await Promise.all([
-      this.db.execute(
-        `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, at, status_code, error_message, duration_ms)
-         VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl}`,
-        [
-          tenantId,
-          deliveryId,
-          attempt.attempt,
-          attempt.at,
-          attempt.statusCode,
-          attempt.errorMessage,
-          attempt.durationMs,
-        ],
-      ),
-      this.db.execute(
-        `UPDATE deliveries USING TTL ${ttl} SET status = ?, attempt_count = ?, last_status_code = ?,
-          last_error_message = ?, next_retry_at = ? WHERE tenant_id = ? AND id = ?`,
-        [
-          next.status,
-          attempt.attempt,
-          attempt.statusCode,
-          attempt.errorMessage,
-          next.nextRetryAt,
-          tenantId,
-          deliveryId,
-        ],
-      ),
-    ]);
+    await this.db.batch(
+      [
+        {
+          query: `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, at, status_code, error_message, duration_ms)
+                  VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl}`,
+          params: [
+            tenantId,
+            deliveryId,
+            attempt.attempt,
+            attempt.at,
+            attempt.statusCode,
+            attempt.errorMessage,
+            attempt.durationMs,
+          ],
+        },
+        {
+          query: `UPDATE deliveries USING TTL ${ttl} SET status = ?, attempt_count = ?, last_status_code = ?,
+                  last_error_message = ?, next_retry_at = ? WHERE tenant_id = ? AND id = ?`,
+          params: [
+            next.status,
+            attempt.attempt,
+            attempt.statusCode,
+            attempt.errorMessage,
+            next.nextRetryAt,
+            tenantId,
+            deliveryId,
+          ],
+        },
+      ],
+      { prepare: true, logged: false },
+    );
   }
 
   /** Ends a series without an attempt (abandoned at the deadline, superseded, subscription disabled). */
