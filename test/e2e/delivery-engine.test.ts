@@ -2,7 +2,9 @@
 // abandonment, auto-disable and re-enable, replay, supersede, payload omission, wildcards, tenant isolation and a
 // slow receiver beside a fast one.
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { loadConfig } from '../../core/config.ts';
 import { createLogger } from '../../core/log.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
@@ -281,5 +283,50 @@ describe('delivery engine', () => {
     expect(dispatcher).toMatch(/webhook_records_in_flight/);
     const router = await (await fetch(`http://127.0.0.1:${metricsPorts.router}/metrics`)).text();
     expect(Number(/webhook_events_routed_total\{[^}]*kind="event"[^}]*\} (\d+)/.exec(router)?.[1])).toBeGreaterThan(0);
+  });
+
+  it('authenticates with an API key header, and with an OAuth2 token refreshed once after a 401', async () => {
+    const keyed = await receiver((request) => (request.headers['x-api-key'] === 'key-123' ? 204 : 401));
+    await subscribe('tenant-a', keyed.url, {
+      authenticationMode: 'ApiKey',
+      apiKey: { headerName: 'X-Api-Key', value: 'key-123' },
+    });
+
+    // The token endpoint hands out tok-1, tok-2, …; the receiver only takes tok-2, as if tok-1 had been revoked.
+    const tokenRequests: URLSearchParams[] = [];
+    const tokenServer = createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () => {
+        tokenRequests.push(new URLSearchParams(Buffer.concat(chunks).toString('utf8')));
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(
+          JSON.stringify({ access_token: `tok-${tokenRequests.length}`, token_type: 'Bearer', expires_in: 3600 }),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => tokenServer.listen(0, '127.0.0.1', resolve));
+    onTestFinished(() => void tokenServer.close());
+    const tokenUrl = `http://127.0.0.1:${(tokenServer.address() as AddressInfo).port}/oauth/token`;
+    const guarded = await receiver((request) => (request.headers.authorization === 'Bearer tok-2' ? 204 : 401));
+    const oauth = await subscribe('tenant-a', guarded.url, {
+      authenticationMode: 'OAuth2',
+      oauth2: { tokenUrl, clientId: 'hook-client', clientSecret: 'hook-secret', scope: 'hooks' },
+    });
+
+    await events.publish([{ tenantId: 'tenant-a', eventType: 'purchaseOrder.validated' }]);
+    await waitFor(() => keyed.received.length >= 1, 'the API-key delivery');
+    expect(keyed.received[0]!.headers['x-api-key']).toBe('key-123');
+    const delivery = await deliveryWithStatus('tenant-a', oauth.id, 'acknowledged');
+    expect(delivery.attemptCount).toBe(1);
+    expect(guarded.received.map((request) => request.headers.authorization)).toEqual(['Bearer tok-1', 'Bearer tok-2']);
+    expect(guarded.received.map((request) => request.headers['x-webhook-attempt'])).toEqual(['1', '1']);
+    expect(tokenRequests).toHaveLength(2);
+    expect(Object.fromEntries(tokenRequests[0]!)).toEqual({
+      grant_type: 'client_credentials',
+      client_id: 'hook-client',
+      client_secret: 'hook-secret',
+      scope: 'hooks',
+    });
   });
 });
