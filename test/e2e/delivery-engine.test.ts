@@ -207,6 +207,19 @@ describe('delivery engine', () => {
     expect(replay.status).toBe(409);
   });
 
+  it('abandons the pending deliveries of a subscription disabled by its owner, at their next due time', async () => {
+    const target = await receiver(() => 500);
+    const subscription = await subscribe('tenant-b', target.url);
+    await events.publish([{ tenantId: 'tenant-b', eventType: 'purchaseOrder.validated' }]);
+    const retrying = await deliveryWithStatus('tenant-b', subscription.id, 'retrying');
+    const disabled = await api('tenant-b', 'PATCH', `/Subscriptions/${subscription.id}/status`, { status: 'disabled' });
+    expect(disabled.body).toMatchObject({ status: 'disabled' });
+    const attemptsBefore = target.received.length;
+    const abandoned = await deliveryWithStatus('tenant-b', subscription.id, 'abandoned');
+    expect(abandoned).toMatchObject({ id: retrying.id, lastErrorMessage: 'subscription disabled' });
+    expect(target.received.length).toBeLessThanOrEqual(attemptsBefore + 1); // at most one attempt already under way
+  });
+
   it('supersedes a pending delivery when a newer one of the same entity is queued', async () => {
     let calls = 0;
     const target = await receiver(() => (++calls === 1 ? 500 : 204));
