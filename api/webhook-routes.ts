@@ -136,9 +136,14 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       const current = await load(request.principal.tenantId, request.params.id);
       const { subscription, generatedSecret } = await applySubscriptionInput(current, request.body, rules, false);
       subscription.updatedAt = new Date();
-      await subscriptions.save(subscription);
+      if (!(await subscriptions.update(subscription))) throw new NotFoundError('subscription', subscription.id);
+      // Status and failure days may have moved since the read (dispatcher, status endpoint): answer the stored ones.
+      const stored = await load(subscription.tenantId, subscription.id);
       // Switching to Hmac without supplying a secret generates one: this answer is the only place to learn it.
-      return subscriptionView(subscription, generatedSecret);
+      return subscriptionView(
+        { ...subscription, status: stored.status, failureDays: stored.failureDays },
+        generatedSecret,
+      );
     },
   );
 
@@ -168,8 +173,9 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
     },
     async (request) => {
       const { tenantId } = request.principal;
-      await load(tenantId, request.params.id);
-      await subscriptions.setStatus(tenantId, request.params.id, request.body.status, new Date());
+      if (!(await subscriptions.setStatus(tenantId, request.params.id, request.body.status, new Date()))) {
+        throw new NotFoundError('subscription', request.params.id);
+      }
       return subscriptionView(await load(tenantId, request.params.id));
     },
   );
@@ -184,11 +190,8 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       }
       // Deliveries already queued keep the signature computed when they were queued.
       const hmacSecret = randomBytes(32).toString('base64');
-      await subscriptions.save({
-        ...subscription,
-        secrets: { ...subscription.secrets, hmacSecret },
-        updatedAt: new Date(),
-      });
+      const rotated = { ...subscription, secrets: { ...subscription.secrets, hmacSecret }, updatedAt: new Date() };
+      if (!(await subscriptions.update(rotated))) throw new NotFoundError('subscription', subscription.id);
       return { hmacSecret };
     },
   );

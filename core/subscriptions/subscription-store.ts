@@ -57,18 +57,60 @@ export class SubscriptionStore {
     );
   }
 
+  /**
+   * Writes the owner's fields of an existing subscription and nothing else: status and failure days belong to the
+   * status endpoint and the dispatcher, so a PATCH never rolls them back. False when the subscription is gone
+   * (deleted meanwhile): a row is never brought back by an update.
+   */
+  async update(subscription: Subscription): Promise<boolean> {
+    const { keyId, sealed } = seal(
+      this.keys,
+      JSON.stringify(subscription.secrets),
+      `${subscription.tenantId}/${subscription.id}`,
+    );
+    const result = await this.db.execute(
+      `UPDATE subscriptions SET url = ?, event_types = ?, authentication_mode = ?, signature_header_name = ?,
+        api_key_header_name = ?, oauth2_token_url = ?, oauth2_client_id = ?, oauth2_audience = ?, oauth2_scope = ?,
+        secrets = ?, secrets_key_id = ?, supersede_pending_deliveries = ?, description = ?, updated_at = ?
+       WHERE tenant_id = ? AND id = ? IF EXISTS`,
+      [
+        subscription.url,
+        subscription.eventTypes,
+        subscription.authenticationMode,
+        subscription.signatureHeaderName,
+        subscription.apiKeyHeaderName,
+        subscription.oauth2?.tokenUrl ?? null,
+        subscription.oauth2?.clientId ?? null,
+        subscription.oauth2?.audience ?? null,
+        subscription.oauth2?.scope ?? null,
+        sealed,
+        keyId,
+        subscription.supersedePendingDeliveries,
+        subscription.description,
+        subscription.updatedAt,
+        subscription.tenantId,
+        subscription.id,
+      ],
+    );
+    return result.wasApplied();
+  }
+
   async delete(tenantId: string, id: string): Promise<void> {
     await this.db.execute('DELETE FROM subscriptions WHERE tenant_id = ? AND id = ?', [tenantId, id]);
   }
 
-  /** Sets the status; enabling resets the failure-day counter (spec: re-enable resets it to zero). */
-  async setStatus(tenantId: string, id: string, status: 'enabled' | 'disabled', now: Date): Promise<void> {
-    await this.db.execute(
+  /**
+   * Sets the status; enabling resets the failure-day counter (spec: re-enable resets it to zero). False when the
+   * subscription is gone.
+   */
+  async setStatus(tenantId: string, id: string, status: 'enabled' | 'disabled', now: Date): Promise<boolean> {
+    const result = await this.db.execute(
       status === 'enabled'
-        ? 'UPDATE subscriptions SET status = ?, failure_days = 0, last_failure_window = null, updated_at = ? WHERE tenant_id = ? AND id = ?'
-        : 'UPDATE subscriptions SET status = ?, updated_at = ? WHERE tenant_id = ? AND id = ?',
+        ? 'UPDATE subscriptions SET status = ?, failure_days = 0, last_failure_window = null, updated_at = ? WHERE tenant_id = ? AND id = ? IF EXISTS'
+        : 'UPDATE subscriptions SET status = ?, updated_at = ? WHERE tenant_id = ? AND id = ? IF EXISTS',
       [status, now, tenantId, id],
     );
+    return result.wasApplied();
   }
 
   /** Any successful delivery resets the counter; skipped when it is already zero so the hot path stays a read. */

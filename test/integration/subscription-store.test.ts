@@ -1,0 +1,76 @@
+// Contract of the Cassandra subscription store: secrets round-trip sealed, updates never roll back the dispatcher's
+// fields and never bring a deleted subscription back, failure days count once per window.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { blankSubscription } from '../../api/subscription-input.ts';
+import { connectCassandra, type CassandraClient } from '../../core/cassandra.ts';
+import { loadConfig, requireSecrets } from '../../core/config.ts';
+import { SubscriptionStore } from '../../core/subscriptions/subscription-store.ts';
+import { testEnv } from '../support/harness.ts';
+
+describe('SubscriptionStore', () => {
+  let db: CassandraClient;
+  let store: SubscriptionStore;
+
+  beforeAll(async () => {
+    const config = loadConfig(testEnv());
+    db = await connectCassandra(config);
+    store = new SubscriptionStore(db, requireSecrets(config));
+  });
+  afterAll(() => db?.shutdown());
+
+  const created = async () => {
+    const subscription = {
+      ...blankSubscription(`tenant-${randomUUID().slice(0, 8)}`, randomUUID(), new Date()),
+      url: 'https://93.184.216.34/hooks',
+      eventTypes: ['purchaseOrder.*'],
+      authenticationMode: 'Hmac' as const,
+      secrets: { hmacSecret: 'secret-0123456789abcdef' },
+    };
+    await store.save(subscription);
+    return subscription;
+  };
+
+  it('round-trips every field, secrets included', async () => {
+    const subscription = await created();
+    expect(await store.get(subscription.tenantId, subscription.id)).toEqual(subscription);
+    expect(await store.listByTenant(subscription.tenantId)).toEqual([subscription]);
+  });
+
+  it('an update made from a stale copy keeps the status and failure days set meanwhile', async () => {
+    const stale = await created();
+    expect(await store.recordFailureDay(stale.tenantId, stale.id, 86_400_000, 1)).toEqual({
+      failureDays: 1,
+      disabled: true,
+    });
+    expect(await store.update({ ...stale, url: 'https://93.184.216.34/new', updatedAt: new Date() })).toBe(true);
+    expect(await store.get(stale.tenantId, stale.id)).toMatchObject({
+      url: 'https://93.184.216.34/new',
+      status: 'disabled',
+      failureDays: 1,
+    });
+  });
+
+  it('never brings a deleted subscription back', async () => {
+    const subscription = await created();
+    await store.delete(subscription.tenantId, subscription.id);
+    expect(await store.update({ ...subscription, description: 'late PATCH' })).toBe(false);
+    expect(await store.setStatus(subscription.tenantId, subscription.id, 'enabled', new Date())).toBe(false);
+    expect(await store.get(subscription.tenantId, subscription.id)).toBeUndefined();
+  });
+
+  it('counts concurrent abandonments in one failure-day window once', async () => {
+    const subscription = await created();
+    const results = await Promise.all(
+      Array.from({ length: 5 }, () => store.recordFailureDay(subscription.tenantId, subscription.id, 86_400_000, 10)),
+    );
+    expect(results.every((result) => result?.failureDays === 1)).toBe(true);
+    await store.recordFailureDay(subscription.tenantId, subscription.id, 2 * 86_400_000, 10);
+    expect(await store.get(subscription.tenantId, subscription.id)).toMatchObject({
+      failureDays: 2,
+      status: 'enabled',
+    });
+    expect(await store.setStatus(subscription.tenantId, subscription.id, 'enabled', new Date())).toBe(true);
+    expect(await store.get(subscription.tenantId, subscription.id)).toMatchObject({ failureDays: 0 });
+  });
+});
