@@ -126,6 +126,8 @@ export interface ConsumerOptions {
   /** Start from the oldest offsets when the group has none committed. */
   fromBeginning?: boolean;
   metrics?: ConsumerMetrics;
+  /** Called when the consumer stopped for good (kafkajs will not restart it): the process should exit. */
+  onFatal?: (error: Error) => void;
   logger: Logger;
 }
 
@@ -167,6 +169,11 @@ export class ConsumerRunner {
     this.consumer = consumer;
     // A new generation starts from the committed offsets: forget what the previous one tracked.
     consumer.on(consumer.events.GROUP_JOIN, () => this.trackers.clear());
+    // kafkajs restarts a consumer after a retriable crash by itself; one it will not restart must not go unnoticed.
+    consumer.on(consumer.events.CRASH, ({ payload }) => {
+      this.options.logger.error({ err: payload.error, restart: payload.restart, groupId }, 'consumer crashed');
+      if (!payload.restart) this.options.onFatal?.(payload.error);
+    });
     await consumer.connect();
     await consumer.subscribe({ topics, fromBeginning });
     await consumer.run({

@@ -83,6 +83,11 @@ export async function startDispatcher(
     fromBeginning: true,
     logger,
     metrics: metrics.consumer,
+    // Stateless: exiting hands the partitions to the other members and lets the supervisor start a fresh process.
+    onFatal: (error) => {
+      logger.fatal({ err: error }, 'consumer stopped for good; exiting');
+      process.exit(1);
+    },
     dueAt: (record) => {
       const due = record.headers['due-at'];
       return due === undefined ? undefined : Number(due);

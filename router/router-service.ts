@@ -38,6 +38,11 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
     fromBeginning: true,
     logger,
     metrics: metrics.consumer,
+    // Stateless: exiting hands the partitions to the other members and lets the supervisor start a fresh process.
+    onFatal: (error) => {
+      logger.fatal({ err: error }, 'consumer stopped for good; exiting');
+      process.exit(1);
+    },
     handle: async (record) => {
       if (!record.value) return;
       const event = await eventCodec.decode(record.value);
