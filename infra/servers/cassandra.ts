@@ -1,0 +1,171 @@
+/** A single-node Cassandra 5.0, from the jars infra/maven/cassandra.pom.xml names. */
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import cassandra from 'cassandra-driver';
+import { MAVEN_DIR, downloadOnce } from './download.ts';
+import { assertPortOpen } from './process.ts';
+import { HOST, LOCAL_DC, type ServerDef } from './server-def.ts';
+import { fileHash } from './util.ts';
+
+/** Storage (gossip) and JMX ports; not overridable because nothing outside Cassandra itself talks to them. */
+const CASSANDRA_STORAGE_PORT = 7000;
+const CASSANDRA_JMX_PORT = 7199;
+
+/** Module flags from Cassandra 5.0's conf/jvm17-server.options (it reflects into JDK internals). */
+const CASSANDRA_JAVA17_FLAGS = [
+  ...[
+    'java.base/jdk.internal.misc',
+    'java.management.rmi/com.sun.jmx.remote.internal.rmi',
+    'java.management/com.sun.jmx.remote.security',
+    'java.rmi/sun.rmi.registry',
+    'java.rmi/sun.rmi.server',
+    'java.sql/java.sql',
+    'java.base/java.lang.ref',
+    'jdk.unsupported/sun.misc',
+  ].flatMap((m) => ['--add-exports', `${m}=ALL-UNNAMED`]),
+  ...[
+    'java.base/java.lang.module',
+    'java.base/jdk.internal.loader',
+    'java.base/jdk.internal.ref',
+    'java.base/jdk.internal.reflect',
+    'java.base/jdk.internal.math',
+    'java.base/jdk.internal.module',
+    'java.base/jdk.internal.util.jar',
+    'java.base/sun.nio.ch',
+    'java.base/java.io',
+    'java.base/java.lang.reflect',
+    'java.base/java.lang',
+    'java.base/java.util',
+    'java.base/java.nio',
+    'jdk.management/com.sun.management.internal',
+  ].flatMap((m) => ['--add-opens', `${m}=ALL-UNNAMED`]),
+];
+
+export function cassandraDef(port: number): ServerDef {
+  const pom = path.join(MAVEN_DIR, 'cassandra.pom.xml');
+  return {
+    name: 'cassandra',
+    envVar: 'CASSANDRA_CONTACT_POINTS',
+    portVar: 'CASSANDRA_PORT',
+    port,
+    address: `${HOST}:${port}`,
+    startupMs: 180_000,
+    download: (paths, tools) =>
+      downloadOnce('cassandra', paths.dist, fileHash(pom), tools, () => tools.copyDependencies(pom, paths.dist)),
+    prepare: async (paths) => {
+      const lib = path.join(paths.dist, 'lib');
+      const dirs = ['data', 'commitlog', 'saved_caches', 'hints', 'cdc_raw'].map((d) => path.join(paths.data, d));
+      const logDir = path.join(paths.root, 'logs', 'cassandra');
+      const triggers = path.join(paths.conf, 'triggers');
+      for (const dir of [paths.conf, logDir, triggers, ...dirs]) await fsp.mkdir(dir, { recursive: true });
+      const yaml = path.join(paths.conf, 'cassandra.yaml');
+      const logback = path.join(paths.conf, 'logback.xml');
+      await fsp.writeFile(yaml, cassandraYaml(port, paths.data));
+      await fsp.writeFile(logback, CASSANDRA_LOGBACK);
+      // jamm measures object sizes for memtable accounting; Cassandra's own scripts load it as an agent too.
+      const jamm = (await fsp.readdir(lib)).find((f) => /^jamm-.*\.jar$/.test(f));
+      const args = [
+        '-Xms1g',
+        '-Xmx1g',
+        '-Xss256k',
+        '-XX:+UseG1GC',
+        '-XX:+ParallelRefProcEnabled',
+        '-XX:MaxTenuringThreshold=1',
+        '-XX:G1HeapRegionSize=16m',
+        '-XX:MaxGCPauseMillis=300',
+        '-XX:+PerfDisableSharedMem',
+        // Half-failed allocations can corrupt data; Cassandra's startup checks ask for this.
+        '-XX:+ExitOnOutOfMemoryError',
+        // Cassandra 5.0 installs a SecurityManager (UDF sandbox); Java 18+ refuse that unless allowed.
+        '-Djava.security.manager=allow',
+        '-Djava.net.preferIPv4Stack=true',
+        '-Dio.netty.tryReflectionSetAccessible=true',
+        '-Dio.netty.allocator.useCacheForAllThreads=true',
+        '-Dio.netty.allocator.maxOrder=11',
+        ...CASSANDRA_JAVA17_FLAGS,
+        ...(jamm ? [`-javaagent:${path.join(lib, jamm)}`] : []),
+        `-Dcassandra.config=${pathToFileURL(yaml).href}`,
+        `-Dcassandra.storagedir=${paths.data}`,
+        `-Dcassandra.logdir=${logDir}`,
+        `-Dlogback.configurationFile=${pathToFileURL(logback).href}`,
+        '-Dcassandra-foreground=yes',
+        '-Djdk.attach.allowAttachSelf=true',
+        // A single seed node has nobody to gossip with; these waits only delay its start.
+        '-Dcassandra.skip_wait_for_gossip_to_settle=0',
+        '-Dcassandra.ring_delay_ms=0',
+        '-Dcassandra.superuser_setup_delay_ms=0',
+        // JMX (for nodetool) on the loopback interface only.
+        `-Dcassandra.jmx.local.port=${CASSANDRA_JMX_PORT}`,
+        `-Dcom.sun.management.jmxremote.rmi.port=${CASSANDRA_JMX_PORT}`, // else RMI takes a random port
+        `-Dcassandra.triggers_dir=${triggers}`,
+        '-cp',
+        path.join(lib, '*'),
+        'org.apache.cassandra.service.CassandraDaemon',
+      ];
+      return { args, cwd: paths.data };
+    },
+    check: async () => {
+      await cassandraReleaseVersion(port);
+    },
+  };
+}
+
+function cassandraYaml(port: number, data: string): string {
+  // JSON strings are valid YAML scalars, which keeps odd characters in paths harmless.
+  const q = (s: string): string => JSON.stringify(s);
+  return `# Written by infra/servers.ts on every start; edits are lost.
+cluster_name: core-webhooks-local
+num_tokens: 1
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+endpoint_snitch: SimpleSnitch
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters:
+      - seeds: "${HOST}:${CASSANDRA_STORAGE_PORT}"
+listen_address: ${HOST}
+rpc_address: ${HOST}
+storage_port: ${CASSANDRA_STORAGE_PORT}
+start_native_transport: true
+native_transport_port: ${port}
+commitlog_sync: periodic
+commitlog_sync_period: 10000ms
+data_file_directories:
+  - ${q(path.join(data, 'data'))}
+commitlog_directory: ${q(path.join(data, 'commitlog'))}
+saved_caches_directory: ${q(path.join(data, 'saved_caches'))}
+hints_directory: ${q(path.join(data, 'hints'))}
+cdc_raw_directory: ${q(path.join(data, 'cdc_raw'))}
+authenticator: AllowAllAuthenticator
+authorizer: AllowAllAuthorizer
+role_manager: CassandraRoleManager
+concurrent_compactors: 1
+# Local data is disposable: no snapshot on every TRUNCATE/DROP (tests do many of those).
+auto_snapshot: false
+`;
+}
+
+const CASSANDRA_LOGBACK = `<!-- Written by infra/servers.ts: INFO to stdout, which is the log file. -->
+<configuration scan="false">
+  <appender name="STDOUT" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder><pattern>%-5level [%thread] %date{ISO8601} %logger{0}:%line - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="STDOUT" /></root>
+</configuration>
+`;
+
+async function cassandraReleaseVersion(port: number): Promise<string> {
+  await assertPortOpen(port);
+  const client = new cassandra.Client({
+    contactPoints: [`${HOST}:${port}`],
+    localDataCenter: LOCAL_DC,
+    socketOptions: { connectTimeout: 2_000, readTimeout: 5_000 },
+  });
+  try {
+    await client.connect();
+    const row = (await client.execute('SELECT release_version FROM system.local')).first();
+    return String(row?.get('release_version'));
+  } finally {
+    await client.shutdown().catch(() => {});
+  }
+}

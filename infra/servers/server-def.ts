@@ -1,0 +1,54 @@
+/** What every local server provides (see kafka.ts, cassandra.ts, apicurio.ts), and where its files live. */
+import path from 'node:path';
+import type { Tools } from './download.ts';
+
+export type Progress = (line: string) => void;
+
+export type ServerName = 'kafka' | 'cassandra' | 'apicurio';
+
+export const HOST = '127.0.0.1';
+export const LOCAL_DC = 'datacenter1';
+
+export interface Paths {
+  root: string;
+  dist: string;
+  conf: string;
+  data: string;
+  log: string;
+  pid: string;
+}
+
+export interface Launch {
+  args: string[];
+  cwd: string;
+}
+
+export interface ServerDef {
+  name: ServerName;
+  envVar: 'KAFKA_BROKERS' | 'CASSANDRA_CONTACT_POINTS' | 'SCHEMA_REGISTRY_URL';
+  portVar: string;
+  port: number;
+  address: string;
+  startupMs: number;
+  /** Fetches the server into paths.dist unless its marker says that already happened. */
+  download(paths: Paths, tools: Tools): Promise<void>;
+  /** Writes config files, does one-time initialisation and returns the command line. */
+  prepare(paths: Paths, tools: Tools): Promise<Launch>;
+  /** Resolves when the server answers a real request; rejects otherwise. */
+  check(): Promise<void>;
+}
+
+export function pathsFor(root: string, name: ServerName): Paths {
+  return {
+    root,
+    dist: path.join(root, 'dist', name),
+    conf: path.join(root, 'conf', name),
+    data: path.join(root, 'data', name),
+    log: path.join(root, 'logs', `${name}.log`),
+    pid: path.join(root, 'run', `${name}.pid`),
+  };
+}
+
+export function registryUrl(port: number): string {
+  return `http://${HOST}:${port}/apis/ccompat/v7`;
+}
