@@ -1,4 +1,3 @@
-import type { FastifyInstance } from 'fastify';
 import type { EventTypeEntry } from '../core/catalogue.ts';
 import type { Config } from '../core/config.ts';
 import { Publisher } from '../core/kafka.ts';
@@ -64,5 +63,3 @@ export async function startPurchaseService(
     },
   };
 }
-
-export type { FastifyInstance };
