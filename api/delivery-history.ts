@@ -38,8 +38,7 @@ export async function listDeliveries(
     (query.eventType === undefined || delivery.eventType === query.eventType) &&
     (query.eventId === undefined || delivery.eventId === query.eventId) &&
     (query.status === undefined || delivery.status === query.status);
-  const load = async (ids: string[]) =>
-    (await Promise.all(ids.map((id) => store.get(query.tenantId, id)))).filter(matches);
+  const load = async (ids: string[]) => (await store.getMany(query.tenantId, ids)).filter(matches);
 
   if (query.eventId !== undefined) {
     // One event has few deliveries: a single partition, paged in memory.

@@ -24,7 +24,6 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
     // fastify's default removeAdditional silently drops unknown properties; `additionalProperties: false` must refuse
     // them instead (400 naming the property), so a misspelt field is never ignored.
     ajv: { customOptions: { allowUnionTypes: true, removeAdditional: false } },
-    disableRequestLogging: true,
   });
   installErrorHandler(app);
   await app.register(swagger, {

@@ -143,6 +143,14 @@ export class DeliveryStore {
     );
   }
 
+  /** Several deliveries of a tenant in one request (IN on the last partition key column), in the order of `ids`. */
+  async getMany(tenantId: string, ids: string[]): Promise<(Delivery | undefined)[]> {
+    if (ids.length === 0) return [];
+    const result = await this.db.execute('SELECT * FROM deliveries WHERE tenant_id = ? AND id IN ?', [tenantId, ids]);
+    const byId = new Map(result.rows.map((row) => [String(row.id), fromRow(row)]));
+    return ids.map((id) => byId.get(id));
+  }
+
   async get(tenantId: string, id: string): Promise<Delivery | undefined> {
     const row = (
       await this.db.execute('SELECT * FROM deliveries WHERE tenant_id = ? AND id = ?', [tenantId, id])
