@@ -2,6 +2,23 @@ import type { CassandraClient } from '../cassandra.ts';
 import { open, seal, type SecretKeys } from '../secret-box.ts';
 import type { Subscription, SubscriptionSecrets } from './subscription.ts';
 
+/** The columns a subscription's owner sets (create and PATCH), in the order of `ownerValues`. */
+const OWNER_COLUMNS = [
+  'url',
+  'event_types',
+  'authentication_mode',
+  'signature_header_name',
+  'api_key_header_name',
+  'oauth2_token_url',
+  'oauth2_client_id',
+  'oauth2_audience',
+  'oauth2_scope',
+  'secrets',
+  'secrets_key_id',
+  'supersede_pending_deliveries',
+  'description',
+];
+
 /** Cassandra store of subscriptions; one partition per tenant. Secrets are sealed with AES-256-GCM. */
 export class SubscriptionStore {
   constructor(
@@ -21,33 +38,15 @@ export class SubscriptionStore {
     return row ? this.fromRow(row) : undefined;
   }
 
+  /** Creates a subscription. */
   async save(subscription: Subscription): Promise<void> {
-    const { keyId, sealed } = seal(
-      this.keys,
-      JSON.stringify(subscription.secrets),
-      `${subscription.tenantId}/${subscription.id}`,
-    );
     await this.db.execute(
-      `INSERT INTO subscriptions (tenant_id, id, url, event_types, authentication_mode, signature_header_name,
-        api_key_header_name, oauth2_token_url, oauth2_client_id, oauth2_audience, oauth2_scope, secrets, secrets_key_id,
-        supersede_pending_deliveries, description, status, failure_days, last_failure_window, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO subscriptions (tenant_id, id, ${OWNER_COLUMNS.join(', ')}, status, failure_days,
+        last_failure_window, created_at, updated_at) VALUES (?, ?, ${OWNER_COLUMNS.map(() => '?').join(', ')}, ?, ?, ?, ?, ?)`,
       [
         subscription.tenantId,
         subscription.id,
-        subscription.url,
-        subscription.eventTypes,
-        subscription.authenticationMode,
-        subscription.signatureHeaderName,
-        subscription.apiKeyHeaderName,
-        subscription.oauth2?.tokenUrl ?? null,
-        subscription.oauth2?.clientId ?? null,
-        subscription.oauth2?.audience ?? null,
-        subscription.oauth2?.scope ?? null,
-        sealed,
-        keyId,
-        subscription.supersedePendingDeliveries,
-        subscription.description,
+        ...this.ownerValues(subscription),
         subscription.status,
         subscription.failureDays,
         subscription.lastFailureWindow,
@@ -63,36 +62,36 @@ export class SubscriptionStore {
    * (deleted meanwhile): a row is never brought back by an update.
    */
   async update(subscription: Subscription): Promise<boolean> {
+    const result = await this.db.execute(
+      `UPDATE subscriptions SET ${OWNER_COLUMNS.map((column) => `${column} = ?`).join(', ')}, updated_at = ?
+       WHERE tenant_id = ? AND id = ? IF EXISTS`,
+      [...this.ownerValues(subscription), subscription.updatedAt, subscription.tenantId, subscription.id],
+    );
+    return result.wasApplied();
+  }
+
+  /** Values of OWNER_COLUMNS, the secrets sealed to this row. */
+  private ownerValues(subscription: Subscription): unknown[] {
     const { keyId, sealed } = seal(
       this.keys,
       JSON.stringify(subscription.secrets),
       `${subscription.tenantId}/${subscription.id}`,
     );
-    const result = await this.db.execute(
-      `UPDATE subscriptions SET url = ?, event_types = ?, authentication_mode = ?, signature_header_name = ?,
-        api_key_header_name = ?, oauth2_token_url = ?, oauth2_client_id = ?, oauth2_audience = ?, oauth2_scope = ?,
-        secrets = ?, secrets_key_id = ?, supersede_pending_deliveries = ?, description = ?, updated_at = ?
-       WHERE tenant_id = ? AND id = ? IF EXISTS`,
-      [
-        subscription.url,
-        subscription.eventTypes,
-        subscription.authenticationMode,
-        subscription.signatureHeaderName,
-        subscription.apiKeyHeaderName,
-        subscription.oauth2?.tokenUrl ?? null,
-        subscription.oauth2?.clientId ?? null,
-        subscription.oauth2?.audience ?? null,
-        subscription.oauth2?.scope ?? null,
-        sealed,
-        keyId,
-        subscription.supersedePendingDeliveries,
-        subscription.description,
-        subscription.updatedAt,
-        subscription.tenantId,
-        subscription.id,
-      ],
-    );
-    return result.wasApplied();
+    return [
+      subscription.url,
+      subscription.eventTypes,
+      subscription.authenticationMode,
+      subscription.signatureHeaderName,
+      subscription.apiKeyHeaderName,
+      subscription.oauth2?.tokenUrl ?? null,
+      subscription.oauth2?.clientId ?? null,
+      subscription.oauth2?.audience ?? null,
+      subscription.oauth2?.scope ?? null,
+      sealed,
+      keyId,
+      subscription.supersedePendingDeliveries,
+      subscription.description,
+    ];
   }
 
   async delete(tenantId: string, id: string): Promise<void> {
