@@ -2,11 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { InvalidInputError } from '../core/errors.ts';
 import { isEventTypePattern, matchesEventType } from '../core/event-types.ts';
 import { checkWebhookUrl, type Cidr } from '../core/ssrf.ts';
-import {
-  DEFAULT_SIGNATURE_HEADER,
-  type AuthenticationMode,
-  type Subscription,
-} from '../core/subscriptions/subscription.ts';
+import { type AuthenticationMode, type Subscription } from '../core/subscriptions/subscription.ts';
 
 /** The request body of POST /Subscriptions (PATCH sends any subset). */
 export interface SubscriptionInput {
@@ -127,27 +123,6 @@ export async function applySubscriptionInput(
   }
   if (errors.length > 0) throw new InvalidInputError(errors);
   return { subscription: next, generatedSecret: generatedSecret ?? (creating ? next.secrets.hmacSecret : undefined) };
-}
-
-export function blankSubscription(tenantId: string, id: string, now: Date): Subscription {
-  return {
-    tenantId,
-    id,
-    url: '',
-    eventTypes: [],
-    authenticationMode: 'None',
-    signatureHeaderName: DEFAULT_SIGNATURE_HEADER,
-    apiKeyHeaderName: null,
-    oauth2: null,
-    secrets: {},
-    supersedePendingDeliveries: false,
-    description: null,
-    status: 'enabled',
-    failureDays: 0,
-    lastFailureWindow: null,
-    createdAt: now,
-    updatedAt: now,
-  };
 }
 
 /** The public view: secrets are write-only. */

@@ -1,3 +1,4 @@
+import { blankSubscription } from '../core/subscriptions/subscription.ts';
 import { createHash } from 'node:crypto';
 import type {} from '@fastify/swagger';
 import type { FastifyPluginAsync } from 'fastify';
@@ -14,7 +15,6 @@ import { newId } from '../core/ids.ts';
 import type { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import {
   applySubscriptionInput,
-  blankSubscription,
   subscriptionInputSchema,
   subscriptionView,
   type InputRules,

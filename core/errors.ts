@@ -10,8 +10,9 @@ export class NotFoundError extends DomainError {
   }
 }
 
+/** The request conflicts with the resource's current state (answered with 409); subclasses name the conflict. */
 export class ConflictError extends DomainError {
-  readonly code = 'CONFLICT';
+  readonly code: string = 'CONFLICT';
 }
 
 /** Input that is well-formed JSON but breaks a rule; each entry names the field. */

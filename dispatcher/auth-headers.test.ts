@@ -1,16 +1,13 @@
 import { describe, expect, it, vi } from 'vitest';
-import type { Subscription } from '../core/subscriptions/subscription.ts';
+import { blankSubscription, type Subscription } from '../core/subscriptions/subscription.ts';
 import { createAuthHeaders, type TokenFetcher } from './auth-headers.ts';
 
 function subscription(overrides: Partial<Subscription> = {}): Subscription {
   return {
-    tenantId: 'tenant-a',
-    id: 'sub-1',
+    ...blankSubscription('tenant-a', 'sub-1', new Date(0)),
     url: 'https://receiver.example.com/hooks',
     eventTypes: ['purchaseOrder.*'],
     authenticationMode: 'OAuth2',
-    signatureHeaderName: 'X-Webhook-Signature',
-    apiKeyHeaderName: null,
     oauth2: {
       tokenUrl: 'https://idp.example.com/oauth/token',
       clientId: 'client-1',
@@ -18,13 +15,6 @@ function subscription(overrides: Partial<Subscription> = {}): Subscription {
       scope: 'webhooks:write events:read',
     },
     secrets: { oauth2ClientSecret: 's3cr&t=+ /é' },
-    supersedePendingDeliveries: false,
-    description: null,
-    status: 'enabled',
-    failureDays: 0,
-    lastFailureWindow: null,
-    createdAt: new Date(0),
-    updatedAt: new Date(0),
     ...overrides,
   };
 }

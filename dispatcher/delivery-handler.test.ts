@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import type { Attempt, DeliveryStatus } from '../core/deliveries/delivery.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
-import type { Subscription } from '../core/subscriptions/subscription.ts';
+import { blankSubscription, type Subscription } from '../core/subscriptions/subscription.ts';
 import { createAuthHeaders, type TokenFetcher } from './auth-headers.ts';
 import { createDeliveryHandler, type AuthHeaders } from './delivery-handler.ts';
 import type { OutboundRequest } from './http-sender.ts';
@@ -18,22 +18,11 @@ const ENVELOPE = Buffer.from('{"eventId":"evt-1","payload":{ "a" : 1.00000000000
 
 function subscription(overrides: Partial<Subscription> = {}): Subscription {
   return {
-    tenantId: 'tenant-a',
-    id: 'sub-1',
+    ...blankSubscription('tenant-a', 'sub-1', new Date(0)),
     url: 'https://receiver.example.com/hooks',
     eventTypes: ['purchaseOrder.*'],
     authenticationMode: 'Hmac',
-    signatureHeaderName: 'X-Webhook-Signature',
-    apiKeyHeaderName: null,
-    oauth2: null,
     secrets: { hmacSecret: 'secret' },
-    supersedePendingDeliveries: false,
-    description: null,
-    status: 'enabled',
-    failureDays: 0,
-    lastFailureWindow: null,
-    createdAt: new Date(0),
-    updatedAt: new Date(0),
     ...overrides,
   };
 }

@@ -1,4 +1,4 @@
-import { DomainError } from '../core/errors.ts';
+import { ConflictError } from '../core/errors.ts';
 import { multiply, sum } from './money.ts';
 
 export type PurchaseOrderStatus = 'Draft' | 'Validated' | 'Cancelled';
@@ -101,8 +101,8 @@ export function draftPurchaseOrder(input: {
 }
 
 /** Thrown when a transition is not allowed from the order's state (answered with 409). */
-export class IllegalTransitionError extends DomainError {
-  readonly code = 'PURCHASE_ORDER_ILLEGAL_TRANSITION';
+export class IllegalTransitionError extends ConflictError {
+  override readonly code = 'PURCHASE_ORDER_ILLEGAL_TRANSITION';
   constructor(
     readonly from: PurchaseOrderStatus,
     readonly action: string,

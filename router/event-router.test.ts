@@ -4,7 +4,7 @@ import type { Delivery, StoredEvent } from '../core/deliveries/delivery.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import { buildEnvelope } from '../core/envelope.ts';
 import { deliveryIdFor } from '../core/ids.ts';
-import type { Subscription } from '../core/subscriptions/subscription.ts';
+import { blankSubscription, type Subscription } from '../core/subscriptions/subscription.ts';
 import { queuedDelivery, routeEvent, type RouterDeps } from './event-router.ts';
 
 const LIMIT = 204_800;
@@ -23,22 +23,9 @@ const event: StoredEvent & { payload: Buffer } = {
 
 function subscription(id: string, overrides: Partial<Subscription> = {}): Subscription {
   return {
-    tenantId: 'tenant-a',
-    id,
+    ...blankSubscription('tenant-a', id, new Date(0)),
     url: `https://receiver.example.com/${id}`,
     eventTypes: ['purchaseOrder.*'],
-    authenticationMode: 'None',
-    signatureHeaderName: 'X-Webhook-Signature',
-    apiKeyHeaderName: null,
-    oauth2: null,
-    secrets: {},
-    supersedePendingDeliveries: false,
-    description: null,
-    status: 'enabled',
-    failureDays: 0,
-    lastFailureWindow: null,
-    createdAt: new Date(0),
-    updatedAt: new Date(0),
     ...overrides,
   };
 }

@@ -45,7 +45,7 @@ export function installErrorHandler(app: FastifyInstance): void {
     }
     if (error instanceof NotFoundError)
       return sendProblem(reply, { status: 404, title: 'Not found', detail: error.message });
-    if (error instanceof ConflictError || (error instanceof DomainError && error.code.endsWith('TRANSITION'))) {
+    if (error instanceof ConflictError) {
       return sendProblem(reply, { status: 409, title: 'Conflict', detail: error.message });
     }
     const status = 'statusCode' in error && typeof error.statusCode === 'number' ? error.statusCode : 500;

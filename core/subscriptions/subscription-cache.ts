@@ -1,8 +1,13 @@
 import type { Subscription } from './subscription.ts';
 
+interface TenantSubscriptions {
+  list: Subscription[];
+  byId: Map<string, Subscription>;
+}
+
 /** Reads a tenant's subscriptions at most once per TTL (WEBHOOK_SUBSCRIPTION_CACHE_TTL) per process. */
 export class SubscriptionCache {
-  private readonly entries = new Map<string, { at: number; value: Promise<Subscription[]> }>();
+  private readonly entries = new Map<string, { at: number; value: Promise<TenantSubscriptions> }>();
 
   constructor(
     private readonly load: (tenantId: string) => Promise<Subscription[]>,
@@ -10,19 +15,27 @@ export class SubscriptionCache {
     private readonly maxTenants = 10_000,
   ) {}
 
-  forTenant(tenantId: string): Promise<Subscription[]> {
+  async forTenant(tenantId: string): Promise<Subscription[]> {
+    return (await this.entry(tenantId)).list;
+  }
+
+  /** One subscription by id: a map lookup, since the dispatcher asks for every delivery. */
+  async get(tenantId: string, id: string): Promise<Subscription | undefined> {
+    return (await this.entry(tenantId)).byId.get(id);
+  }
+
+  private entry(tenantId: string): Promise<TenantSubscriptions> {
     const now = Date.now();
     const cached = this.entries.get(tenantId);
     if (cached && now - cached.at < this.ttlMs) return cached.value;
-    const value = this.load(tenantId);
+    const value = this.load(tenantId).then((list) => ({
+      list,
+      byId: new Map(list.map((subscription) => [subscription.id, subscription])),
+    }));
     // A failed read must not be cached: the next caller tries again.
     value.catch(() => this.entries.delete(tenantId));
     if (this.entries.size >= this.maxTenants) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(tenantId, { at: now, value });
     return value;
-  }
-
-  async get(tenantId: string, id: string): Promise<Subscription | undefined> {
-    return (await this.forTenant(tenantId)).find((subscription) => subscription.id === id);
   }
 }

@@ -31,3 +31,25 @@ export interface Subscription {
 }
 
 export const DEFAULT_SIGNATURE_HEADER = 'X-Webhook-Signature';
+
+/** A new subscription with every field at its default: enabled, mode None, no secrets. */
+export function blankSubscription(tenantId: string, id: string, now: Date): Subscription {
+  return {
+    tenantId,
+    id,
+    url: '',
+    eventTypes: [],
+    authenticationMode: 'None',
+    signatureHeaderName: DEFAULT_SIGNATURE_HEADER,
+    apiKeyHeaderName: null,
+    oauth2: null,
+    secrets: {},
+    supersedePendingDeliveries: false,
+    description: null,
+    status: 'enabled',
+    failureDays: 0,
+    lastFailureWindow: null,
+    createdAt: now,
+    updatedAt: now,
+  };
+}

@@ -6,6 +6,7 @@
  *   --fail F      fraction of answers that fail with 500 (those deliveries retry after 1 s)
  *   --backlog B   first park B deliveries in a retry tier due in an hour (memory must stay flat while they wait)
  */
+import { blankSubscription } from '../../core/subscriptions/subscription.ts';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -19,7 +20,6 @@ import { createLogger } from '../../core/log.ts';
 import { codecFor, createRegistry } from '../../core/registry.ts';
 import { SubscriptionStore } from '../../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../../core/topics.ts';
-import { blankSubscription } from '../../api/subscription-input.ts';
 import { repoRoot, spawnService } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
 import { ensureServers } from '../../infra/servers.ts';

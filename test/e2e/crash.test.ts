@@ -1,12 +1,12 @@
 // kill -9 of a dispatcher and of the router in the middle of 1,000 events: every event still reaches every matching
 // subscriber at least once (duplicates allowed, losses not).
+import { blankSubscription } from '../../core/subscriptions/subscription.ts';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectCassandra } from '../../core/cassandra.ts';
 import { loadConfig, requireSecrets } from '../../core/config.ts';
 import { createLogger } from '../../core/log.ts';
 import { SubscriptionStore } from '../../core/subscriptions/subscription-store.ts';
-import { blankSubscription } from '../../api/subscription-input.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
 import { eventPublisher } from '../support/events.ts';
 import { startReceiver, startServices, testEnv, waitFor } from '../support/harness.ts';

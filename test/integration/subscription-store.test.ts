@@ -1,8 +1,8 @@
 // Contract of the Cassandra subscription store: secrets round-trip sealed, updates never roll back the dispatcher's
 // fields and never bring a deleted subscription back, failure days count once per window.
+import { blankSubscription } from '../../core/subscriptions/subscription.ts';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { blankSubscription } from '../../api/subscription-input.ts';
 import { connectCassandra, type CassandraClient } from '../../core/cassandra.ts';
 import { loadConfig, requireSecrets } from '../../core/config.ts';
 import { SubscriptionStore } from '../../core/subscriptions/subscription-store.ts';
