@@ -7,6 +7,7 @@ import type { Delivery } from '../core/deliveries/delivery.ts';
 import type { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import { listDeliveries, type HistoryQuery } from './delivery-history.ts';
 import { ConflictError, NotFoundError } from '../core/errors.ts';
+import { pageQuerySchema, type PageQuery } from '../core/http/paging.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import { buildEnvelope } from '../core/envelope.ts';
 import { queuedDelivery } from '../router/event-router.ts';
@@ -118,10 +119,15 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
     },
   );
 
-  app.get('/Subscriptions', { schema: { tags: ['Subscriptions'] } }, async (request) => ({
-    items: (await subscriptions.listByTenant(request.principal.tenantId)).map((s) => subscriptionView(s)),
-    nextCursor: null,
-  }));
+  app.get<{ Querystring: PageQuery }>(
+    '/Subscriptions',
+    { schema: { tags: ['Subscriptions'], querystring: pageQuerySchema } },
+    async (request) => {
+      const { limit, cursor } = request.query;
+      const page = await subscriptions.pageByTenant(request.principal.tenantId, limit, cursor);
+      return { items: page.items.map((subscription) => subscriptionView(subscription)), nextCursor: page.nextCursor };
+    },
+  );
 
   app.get<{ Params: { id: string } }>(
     '/Subscriptions/:id',

@@ -2,6 +2,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import cassandra from 'cassandra-driver';
 import type { Config } from './config.ts';
+import { InvalidInputError } from './errors.ts';
 
 export type CassandraClient = cassandra.Client;
 export const { types } = cassandra;
@@ -70,4 +71,38 @@ function splitStatements(text: string): string[] {
     .split(/;\s*(?:\n|$)/)
     .map((statement) => statement.trim())
     .filter(Boolean);
+}
+
+/**
+ * One page of a single-partition query, for the list endpoints' `limit` and `cursor`: the cursor is the driver's
+ * paging state, opaque to clients. A cursor that is not one answers 400 naming `cursor`.
+ */
+export async function queryPage(
+  db: CassandraClient,
+  query: string,
+  params: unknown[],
+  limit: number,
+  cursor: string | undefined,
+): Promise<{ rows: cassandra.types.Row[]; nextCursor: string | null }> {
+  let pageState: string | undefined;
+  if (cursor !== undefined) {
+    if (!/^[A-Za-z0-9_-]{1,2000}$/.test(cursor)) throw badCursor();
+    pageState = Buffer.from(cursor, 'base64url').toString('hex');
+  }
+  try {
+    const result = await db.execute(query, params, { prepare: true, fetchSize: limit, pageState });
+    return {
+      rows: result.rows,
+      nextCursor: result.pageState ? Buffer.from(result.pageState, 'hex').toString('base64url') : null,
+    };
+  } catch (error) {
+    if (cursor !== undefined && /paging state|pageState|Invalid value for the paging state/i.test(String(error))) {
+      throw badCursor();
+    }
+    throw error;
+  }
+}
+
+function badCursor() {
+  return new InvalidInputError([{ path: 'cursor', message: 'is not a cursor returned by this endpoint' }]);
 }

@@ -1,6 +1,7 @@
 import type {} from '@fastify/swagger';
 import type { FastifyPluginAsync } from 'fastify';
 import { ConflictError, InvalidInputError, NotFoundError } from '../core/errors.ts';
+import { pageQuerySchema, type PageQuery } from '../core/http/paging.ts';
 import { newId } from '../core/ids.ts';
 import { isDecimal, isPositive } from './money.ts';
 import {
@@ -66,10 +67,11 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
     },
   );
 
-  app.get('/Items', { schema: { tags: ['Items'] } }, async (request) => ({
-    items: await store.listItems(request.principal.tenantId),
-    nextCursor: null,
-  }));
+  app.get<{ Querystring: PageQuery }>(
+    '/Items',
+    { schema: { tags: ['Items'], querystring: pageQuerySchema } },
+    async (request) => store.pageItems(request.principal.tenantId, request.query.limit, request.query.cursor),
+  );
 
   app.post<{ Body: OrderBody }>(
     '/PurchaseOrders',
@@ -106,7 +108,10 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
     async (request, reply) => {
       const tenantId = request.principal.tenantId;
       const body = request.body;
-      const items = new Map((await store.listItems(tenantId)).map((item) => [item.id, item]));
+      const items = await store.itemsById(
+        tenantId,
+        body.rows.map((row) => row.itemId),
+      );
       const errors: { path: string; message: string }[] = [];
       if (!CURRENCIES.has(body.currency))
         errors.push({ path: 'currency', message: 'is not an ISO 4217 currency code' });

@@ -1,4 +1,4 @@
-import { types, type CassandraClient } from '../core/cassandra.ts';
+import { queryPage, types, type CassandraClient } from '../core/cassandra.ts';
 import { newId } from '../core/ids.ts';
 import { formatReference, serializePurchaseOrder, type Item, type PurchaseOrderDTO } from './purchase-order.ts';
 
@@ -42,15 +42,20 @@ export class PurchaseStore {
     );
   }
 
-  async listItems(tenantId: string): Promise<Item[]> {
-    const result = await this.db.execute('SELECT * FROM items WHERE tenant_id = ?', [tenantId], { fetchSize: 5000 });
-    return result.rows.map((row) => ({
-      id: String(row.id),
-      code: String(row.code),
-      name: String(row.name),
-      unitPrice: String(row.unit_price),
-      createdAt: (row.created_at as Date).toISOString(),
-    }));
+  /** A page of the tenant's items, for GET /Items. */
+  async pageItems(tenantId: string, limit: number, cursor: string | undefined) {
+    const page = await queryPage(this.db, 'SELECT * FROM items WHERE tenant_id = ?', [tenantId], limit, cursor);
+    return { items: page.rows.map(itemFromRow), nextCursor: page.nextCursor };
+  }
+
+  /** The tenant's items among `ids`, by id: one query whatever the size of the catalogue. */
+  async itemsById(tenantId: string, ids: string[]): Promise<Map<string, Item>> {
+    const unique = [...new Set(ids)];
+    if (unique.length === 0) return new Map();
+    const result = await this.db.execute('SELECT * FROM items WHERE tenant_id = ? AND id IN ?', [tenantId, unique], {
+      fetchSize: unique.length,
+    });
+    return new Map(result.rows.map((row) => [String(row.id), itemFromRow(row)]));
   }
 
   /** The order's serialized DTO (the exact GET body) and its version for compare-and-set. */
@@ -319,3 +324,13 @@ function isCasTimeout(error: unknown): boolean {
 }
 
 export { MINUTE };
+
+function itemFromRow(row: Record<string, unknown>): Item {
+  return {
+    id: String(row.id),
+    code: String(row.code),
+    name: String(row.name),
+    unitPrice: String(row.unit_price),
+    createdAt: (row.created_at as Date).toISOString(),
+  };
+}

@@ -1,4 +1,4 @@
-import type { CassandraClient } from '../cassandra.ts';
+import { queryPage, type CassandraClient } from '../cassandra.ts';
 import { open, seal, type SecretKeys } from '../secret-box.ts';
 import type { Subscription, SubscriptionSecrets } from './subscription.ts';
 
@@ -28,8 +28,19 @@ export class SubscriptionStore {
 
   /** Every subscription of a tenant (one partition read). */
   async listByTenant(tenantId: string): Promise<Subscription[]> {
-    const result = await this.db.execute('SELECT * FROM subscriptions WHERE tenant_id = ?', [tenantId]);
-    return result.rows.map((row) => this.fromRow(row));
+    const result = await this.db.execute('SELECT * FROM subscriptions WHERE tenant_id = ?', [tenantId], {
+      fetchSize: 1000,
+    });
+    // Every page: a tenant may have more subscriptions than one page holds.
+    const subscriptions: Subscription[] = [];
+    for await (const row of result) subscriptions.push(this.fromRow(row));
+    return subscriptions;
+  }
+
+  /** A page of a tenant's subscriptions, for GET /Subscriptions. */
+  async pageByTenant(tenantId: string, limit: number, cursor: string | undefined) {
+    const page = await queryPage(this.db, 'SELECT * FROM subscriptions WHERE tenant_id = ?', [tenantId], limit, cursor);
+    return { items: page.rows.map((row) => this.fromRow(row)), nextCursor: page.nextCursor };
   }
 
   async get(tenantId: string, id: string): Promise<Subscription | undefined> {

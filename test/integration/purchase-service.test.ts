@@ -394,6 +394,24 @@ describe('purchase service', () => {
   });
 
   describe('validation and state machine over HTTP', () => {
+    it('pages the items with limit and cursor, each item once; a foreign cursor is a 400', async () => {
+      const tenant = await newTenant();
+      const ids = new Set(await Promise.all(Array.from({ length: 7 }, () => tenant.item())));
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const query: string = cursor ? `?limit=3&cursor=${cursor}` : '?limit=3';
+        const page = await tenant.call('GET', `/CorePurchase/REST/Items${query}`);
+        const body = page.json<{ items: { id: string }[]; nextCursor: string | null }>();
+        expect(body.items.length).toBeLessThanOrEqual(3);
+        seen.push(...body.items.map((item) => item.id));
+        cursor = body.nextCursor;
+      } while (cursor);
+      expect(seen.sort()).toEqual([...ids].sort());
+      expectProblem(await tenant.call('GET', '/CorePurchase/REST/Items?cursor=AAAA'), 400);
+      expectProblem(await tenant.call('GET', '/CorePurchase/REST/Items?limit=501'), 400);
+    });
+
     it('refuses unknown items, bad quantities and unknown currencies, naming the field', async () => {
       const tenant = await newTenant();
       const itemId = await tenant.item();

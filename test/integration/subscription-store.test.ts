@@ -73,4 +73,34 @@ describe('SubscriptionStore', () => {
     expect(await store.setStatus(subscription.tenantId, subscription.id, 'enabled', new Date())).toBe(true);
     expect(await store.get(subscription.tenantId, subscription.id)).toMatchObject({ failureDays: 0 });
   });
+
+  it('lists every subscription of a tenant across driver pages, and pages them for the API', async () => {
+    const tenantId = `tenant-${randomUUID().slice(0, 8)}`;
+    const ids = Array.from({ length: 1_005 }, () => randomUUID());
+    for (let start = 0; start < ids.length; start += 100) {
+      await Promise.all(
+        ids
+          .slice(start, start + 100)
+          .map((id) =>
+            store.save({
+              ...blankSubscription(tenantId, id, new Date()),
+              url: 'https://93.184.216.34/h',
+              eventTypes: ['a.b'],
+            }),
+          ),
+      );
+    }
+    expect((await store.listByTenant(tenantId)).map((subscription) => subscription.id).sort()).toEqual([...ids].sort());
+
+    const paged: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await store.pageByTenant(tenantId, 400, cursor);
+      expect(page.items.length).toBeLessThanOrEqual(400);
+      paged.push(...page.items.map((subscription) => subscription.id));
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    expect(paged.sort()).toEqual([...ids].sort());
+    await expect(store.pageByTenant(tenantId, 10, 'AAAA')).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+  });
 });
