@@ -79,15 +79,13 @@ describe('SubscriptionStore', () => {
     const ids = Array.from({ length: 1_005 }, () => randomUUID());
     for (let start = 0; start < ids.length; start += 100) {
       await Promise.all(
-        ids
-          .slice(start, start + 100)
-          .map((id) =>
-            store.save({
-              ...blankSubscription(tenantId, id, new Date()),
-              url: 'https://93.184.216.34/h',
-              eventTypes: ['a.b'],
-            }),
-          ),
+        ids.slice(start, start + 100).map((id) =>
+          store.save({
+            ...blankSubscription(tenantId, id, new Date()),
+            url: 'https://93.184.216.34/h',
+            eventTypes: ['a.b'],
+          }),
+        ),
       );
     }
     expect((await store.listByTenant(tenantId)).map((subscription) => subscription.id).sort()).toEqual([...ids].sort());
