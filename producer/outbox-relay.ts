@@ -19,6 +19,16 @@ export interface OutboxRelayOptions {
   settleMs: number;
   /** Orders read at once by a sweep. */
   concurrency: number;
+  /**
+   * Orders whose rows the relay holds at once, nudges and sweeps together: while Kafka is down a publication neither
+   * succeeds nor fails (the producer retries without end), so this bounds what an outage piles up in memory.
+   */
+  window: number;
+  /**
+   * Payload bytes (UTF-8) the relay holds at once: a publication starts only while fewer are held, so at most this
+   * plus `window` bodies (a body's size is known once read) are held.
+   */
+  windowBytes: number;
   /** The clock (epoch ms); tests drive it to reach a pointer's settling read at once. */
   now?: () => number;
 }
@@ -41,12 +51,23 @@ interface Tracked {
  * pointer. A crash at any point leaves the row to a later read. Without a nudge (the writer's process runs no relay,
  * or died before publishing), an event whose batch landed just after its order's first read waits for the settling
  * read, up to settleMs; any other is published by the next sweep.
+ *
+ * Window: publications hold the rows they read (a body may be tens of MB) until Kafka acknowledges them, which during
+ * an outage is when it comes back. So the relay holds at most `window` orders and about `windowBytes` at once: a nudge
+ * finding the window full is dropped (its pointer stays, and the sweep publishes the order), and the sweep waits for
+ * room. Nothing else is queued in memory; once Kafka is back, the held publications finish and the sweep resumes from
+ * the pointers in Cassandra.
  */
 export class OutboxRelay {
   private readonly tracked = new Map<number, Map<string, Tracked>>();
   /** One publication at a time per order, so this process never publishes a row twice. */
   private readonly perOrder = new Map<string, Promise<number>>();
   private readonly nudges = new Set<Promise<unknown>>();
+  /** Publications in progress, and the payload bytes they hold (see `window`). */
+  private inFlight = 0;
+  private heldBytes = 0;
+  /** Sweep workers waiting for room in the window. */
+  private waiting: (() => void)[] = [];
 
   constructor(
     private readonly store: PurchaseStore,
@@ -75,9 +96,14 @@ export class OutboxRelay {
     await this.idle();
   }
 
-  /** Publishes the order's unpublished rows now; a failure leaves them to the sweep. */
+  /** Publishes the order's unpublished rows now; a full window or a failure leaves them to the sweep. */
   nudge(tenantId: string, orderId: string): void {
-    const nudge = this.publishOrder(tenantId, orderId).catch((error: unknown) =>
+    if (!this.hasRoom()) {
+      this.logger.debug({ tenantId, orderId }, 'outbox relay window full; the sweep will publish the order');
+      return;
+    }
+    this.inFlight += 1;
+    const nudge = this.publishInWindow(tenantId, orderId).catch((error: unknown) =>
       this.logger.warn({ err: error, tenantId, orderId }, 'outbox publication failed; the sweep will retry it'),
     );
     this.nudges.add(nudge);
@@ -117,8 +143,9 @@ export class OutboxRelay {
       await forEach(due, this.options.concurrency, async ({ tenantId, orderId }) => {
         const key = `${tenantId}\u0000${orderId}`;
         const tracked = listed.get(key)!;
+        await this.enterWindow();
         const readAt = clock();
-        published += await this.publishOrder(tenantId, orderId);
+        published += await this.publishInWindow(tenantId, orderId);
         if (readAt - settleMs >= tracked.writtenBy) {
           // Removes the pointer writes older than settleMs before the read, whose batches that read has seen; a
           // pointer written again since survives and is listed (and read) afresh by the next sweep.
@@ -137,14 +164,43 @@ export class OutboxRelay {
     return published;
   }
 
+  private hasRoom(): boolean {
+    return this.inFlight < this.options.window && this.heldBytes < this.options.windowBytes;
+  }
+
+  /** Takes a place in the window, waiting until there is room. */
+  private async enterWindow(): Promise<void> {
+    while (!this.hasRoom()) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    this.inFlight += 1;
+  }
+
+  /** Publishes the order's rows in the place taken in the window, and gives the place (and the bytes) back. */
+  private async publishInWindow(tenantId: string, orderId: string): Promise<number> {
+    let bytes = 0;
+    try {
+      return await this.publishOrder(tenantId, orderId, (rows) => {
+        bytes = rows.reduce((total, row) => total + Buffer.byteLength(row.payload), 0);
+        this.heldBytes += bytes;
+      });
+    } finally {
+      this.inFlight -= 1;
+      this.heldBytes -= bytes;
+      // Every waiter checks again: one leaving may make room for several (or, by bytes, for none).
+      const waiting = this.waiting;
+      this.waiting = [];
+      for (const wake of waiting) wake();
+    }
+  }
+
   /** Publishes, then marks published, the order's unpublished rows; one run at a time per order. */
-  private publishOrder(tenantId: string, orderId: string): Promise<number> {
+  private publishOrder(tenantId: string, orderId: string, onRead: (rows: OutboxRow[]) => void): Promise<number> {
     const key = `${tenantId}\u0000${orderId}`;
     const previous = this.perOrder.get(key) ?? Promise.resolve(0);
     const next = previous
       .catch(() => 0)
       .then(async () => {
         const rows = await this.store.unpublished(tenantId, orderId);
+        onRead(rows);
         // Handed to the publisher in occurredAt order (no ordering is promised to subscribers, but it costs nothing).
         await Promise.all(rows.map((row) => this.publish(row)));
         await Promise.all(rows.map((row) => this.store.markPublished(row)));

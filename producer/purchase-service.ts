@@ -49,7 +49,16 @@ export async function startPurchaseService(
         },
       ]),
     logger,
-    { name: 'purchase-outbox', intervalMs: 100, lookbackMinutes: 24 * 60, settleMs: 30_000, concurrency: 32 },
+    {
+      name: 'purchase-outbox',
+      intervalMs: 100,
+      lookbackMinutes: 24 * 60,
+      settleMs: 30_000,
+      concurrency: 32,
+      // What a Kafka outage may pile up in the gateway's memory: 64 orders, about 256 MiB of bodies plus one each.
+      window: 64,
+      windowBytes: 256 * 1024 * 1024,
+    },
   );
   const abort = new AbortController();
   if (options.relay) relay = outboxRelay;

@@ -92,6 +92,8 @@ describe('purchase store and outbox relay', () => {
         lookbackMinutes: 2,
         settleMs: SETTLE_MS,
         concurrency: 4,
+        window: 16,
+        windowBytes: 64 * 1024 * 1024,
         now: () => clock.at ?? Date.now(),
         ...options,
       },
@@ -215,6 +217,95 @@ describe('purchase store and outbox relay', () => {
     await sweepUntil(() => published.length > 0, 'the event to be published on a later sweep');
     expect(published.map((row) => row.payload)).toEqual([body]);
     expect(await store.unpublished(tenantId, order.id)).toEqual([]);
+  });
+
+  it('holds at most its window of rows while Kafka is down, and publishes every event once when it is back', async () => {
+    const WINDOW = 4;
+    const ORDERS = 40;
+    const tenantId = `outage-${randomBytes(4).toString('hex')}`;
+    /** The tenant's store, counting the reads of outbox rows in progress (each may be a body of tens of MB). */
+    const store = new (class extends TenantStore {
+      reading = 0;
+      override async unpublished(tenant: string, orderId: string) {
+        this.reading += 1;
+        try {
+          return await super.unpublished(tenant, orderId);
+        } finally {
+          this.reading -= 1;
+        }
+      }
+    })(db, tenantId);
+    // Kafka is down: the producer retries without end, so a publication neither succeeds nor fails until it is back.
+    let endOutage!: () => void;
+    const outage = new Promise<void>((resolve) => (endOutage = resolve));
+    const published: OutboxRow[] = [];
+    const held = { now: 0, peak: 0 };
+    const relay = new OutboxRelay(
+      store,
+      async (row) => {
+        held.now += 1;
+        held.peak = Math.max(held.peak, held.now);
+        try {
+          await outage;
+          published.push(row);
+        } finally {
+          held.now -= 1;
+        }
+      },
+      logger,
+      {
+        name: `test-${tenantId}`,
+        intervalMs: 50,
+        lookbackMinutes: 2,
+        settleMs: SETTLE_MS,
+        concurrency: 2 * WINDOW, // the sweep asks for more than the window: the window still holds
+        window: WINDOW,
+        windowBytes: 64 * 1024 * 1024,
+      },
+    );
+    const writer = new PurchaseStore(db, (tenant, orderId) => relay.nudge(tenant, orderId));
+    const now = new Date().toISOString();
+    const item = { id: 'i1', code: 'C1', name: 'Bolt', unitPrice: '2', createdAt: now };
+    const orders = await Promise.all(
+      Array.from({ length: ORDERS }, async (_, index) => {
+        const order = draftPurchaseOrder({
+          id: `${tenantId}-${index}`,
+          supplierName: 'Acme',
+          currency: 'EUR',
+          rows: [{ item, quantity: '1', description: 'x'.repeat(2000) }],
+          amends: null,
+          now,
+        });
+        await writer.createOrder(tenantId, order);
+        return order;
+      }),
+    );
+    for (const [index, order] of orders.entries()) {
+      expect(
+        await transition(writer, tenantId, validated(order, formatReference(BigInt(index + 1)), now), 1),
+      ).toBeDefined();
+    }
+    // A sweep during the outage finds every order's pointer: it too must wait for room in the window.
+    const sweeping = relay.pass();
+    // Every nudge was made (and, unbounded, would have started its read) before the last transition returned.
+    await waitFor(async () => {
+      await new Promise(setImmediate); // lets the nudges of the last commits start
+      return store.reading === 0 && held.now > 0;
+    }, 'the relay to read what it may publish');
+    expect(held.now).toBe(WINDOW);
+    expect(published).toEqual([]);
+
+    endOutage();
+    await sweeping;
+    await waitFor(async () => {
+      await relay.pass();
+      return published.length >= ORDERS;
+    }, 'every event to be published once Kafka is back');
+    await relay.idle();
+    expect(held.peak).toBe(WINDOW);
+    expect(published).toHaveLength(ORDERS); // each once
+    expect(new Set(published.map((row) => row.orderId))).toEqual(new Set(orders.map((order) => order.id)));
+    for (const order of orders) expect(await store.unpublished(tenantId, order.id)).toEqual([]);
   });
 
   it('publishes at once when nudged after a commit, without waiting for a sweep', async () => {
