@@ -22,12 +22,27 @@ interface Position {
 const HOURS_PER_PAGE = 72;
 
 /**
+ * Index rows (and deliveries loaded to filter them) read by one page request at most. A filter that matches little
+ * in a busy hour would otherwise read the whole hour (millions of rows) in one request; when the budget is spent the
+ * page answers what it found, possibly nothing, with a cursor after the last row read. 2,000 is four times the
+ * largest page (500), so a page whose rows all match is always full, and one request stays at a few dozen
+ * milliseconds of Cassandra reads.
+ */
+export const INDEX_ROWS_PER_REQUEST = 2_000;
+
+/** Index rows read per query when filters may reject rows (a one-item page would otherwise read one row a time). */
+const FILTERED_CHUNK = 100;
+
+/** What the history reads of the delivery store. */
+export type HistoryReader = Pick<DeliveryStore, 'indexPage' | 'eventIndex' | 'getMany'>;
+
+/**
  * Newest-first delivery history through the index tables: one partition per tenant (and filter) per hour, read in
  * order from the cursor back to the retention horizon. The most selective filter picks the index; the others,
- * and status (which changes too often to index), are applied to the rows read.
+ * and status (which changes too often to index), are applied to the rows read, at most INDEX_ROWS_PER_REQUEST of them.
  */
 export async function listDeliveries(
-  store: DeliveryStore,
+  store: HistoryReader,
   query: HistoryQuery,
   retentionMs: number,
   now = Date.now(),
@@ -58,33 +73,48 @@ export async function listDeliveries(
       : query.eventType !== undefined
         ? { table: 'eventType' as const, tenantId: query.tenantId, key: query.eventType }
         : { table: 'tenant' as const, tenantId: query.tenantId };
+  // Rows the index key does not decide (status, or a second filter) are only known after loading the delivery:
+  // read them in chunks larger than the page, since most may be rejected.
+  const filtered = query.status !== undefined || (index.table === 'subscription' && query.eventType !== undefined);
   const horizon = Math.floor((now - retentionMs) / HOUR);
   let position: Position | undefined = query.cursor ? decodeCursor(query.cursor) : undefined;
   let hour = position?.hour ?? Math.floor(now / HOUR);
+  let budget = INDEX_ROWS_PER_REQUEST;
   const items: Delivery[] = [];
-  for (let scanned = 0; hour >= horizon && scanned < HOURS_PER_PAGE; scanned += 1) {
+  for (let scanned = 0; hour >= horizon && scanned < HOURS_PER_PAGE && budget > 0;) {
     // A cursor with an empty id starts an hour from its newest row.
     const before =
       position && position.hour === hour && position.id !== ''
         ? { queuedAt: new Date(position.queuedAt), id: position.id }
         : undefined;
     const want = query.limit - items.length;
-    const entries = await store.indexPage(index, hour, before, want);
-    for (const delivery of await load(entries.map((entry) => entry.id))) items.push(delivery);
-    const last = entries.at(-1);
-    if (items.length >= query.limit && last) {
-      return { items, nextCursor: encodeCursor({ hour, queuedAt: last.queuedAt.getTime(), id: last.id }) };
+    const size = Math.min(budget, filtered ? Math.max(want, FILTERED_CHUNK) : want);
+    const entries = await store.indexPage(index, hour, before, size);
+    budget -= entries.length;
+    const ids = entries.map((entry) => entry.id);
+    const deliveries = await store.getMany(query.tenantId, ids);
+    for (const [at, entry] of entries.entries()) {
+      const delivery = deliveries[at];
+      if (matches(delivery)) items.push(delivery);
+      // The page is full: continue after this row (rows after it in the chunk are read again by the next page).
+      if (items.length === query.limit) return { items, nextCursor: encodeCursor(positionOf(hour, entry)) };
     }
-    if (entries.length === want && last) {
-      // Rows were filtered out: stay in this hour, after the last row read.
-      position = { hour, queuedAt: last.queuedAt.getTime(), id: last.id };
-      scanned -= 1;
+    const last = entries.at(-1);
+    if (entries.length === size && last) {
+      // The hour may have more rows: stay in it, after the last row read, unless the budget is spent.
+      position = positionOf(hour, last);
+      if (budget === 0) return { items, nextCursor: encodeCursor(position) };
       continue;
     }
     hour -= 1;
+    scanned += 1;
     position = undefined;
   }
   return { items, nextCursor: hour >= horizon ? encodeCursor({ hour, queuedAt: 0, id: '' }) : null };
+}
+
+function positionOf(hour: number, entry: { queuedAt: Date; id: string }): Position {
+  return { hour, queuedAt: entry.queuedAt.getTime(), id: entry.id };
 }
 
 function encodeCursor(position: Position): string {
