@@ -58,6 +58,11 @@ describe('loadConfig defaults (DESIGN §4, §5, §9)', () => {
     expect((error as Error).message).toContain('SECRETS_KEY');
   });
 
+  it('topic durability and dispatcher connection settings', () => {
+    expect(config.kafka).toMatchObject({ replicationFactor: -1, minInsyncReplicas: 1 });
+    expect(config.dispatcher.connectionsPerOrigin).toBe(128);
+  });
+
   it('treats empty and blank variables as unset', () => {
     const blank = loadConfig({ WEBHOOK_ATTEMPT_TIMEOUT: '', WEBHOOK_RETRY_DELAYS: '   ', KAFKA_PARTITIONS: ' ' });
     expect(blank.webhook.attemptTimeoutMs).toBe(30_000);
@@ -111,6 +116,21 @@ describe('loadConfig overrides', () => {
     ],
     ['keyspace', { CASSANDRA_KEYSPACE: 'wh_test_1' }, (c) => c.cassandra.keyspace, 'wh_test_1'],
     ['log level', { LOG_LEVEL: 'debug' }, (c) => c.logLevel, 'debug'],
+    ['topic replication', { KAFKA_REPLICATION_FACTOR: '3' }, (c) => c.kafka.replicationFactor, 3],
+    [
+      'replication and min in-sync replicas',
+      { KAFKA_REPLICATION_FACTOR: '3', KAFKA_MIN_INSYNC_REPLICAS: '2' },
+      (c) => [c.kafka.replicationFactor, c.kafka.minInsyncReplicas],
+      [3, 2],
+    ],
+    // The broker default replication is unknown here: any min.insync.replicas is the operator's call.
+    [
+      'min in-sync replicas under the broker default replication',
+      { KAFKA_MIN_INSYNC_REPLICAS: '2' },
+      (c) => [c.kafka.replicationFactor, c.kafka.minInsyncReplicas],
+      [-1, 2],
+    ],
+    ['connections per origin', { DISPATCHER_CONNECTIONS_PER_ORIGIN: '1' }, (c) => c.dispatcher.connectionsPerOrigin, 1],
   ])('%s', (_name, env, pick, expected) => {
     expect(pick(loadConfig(env))).toEqual(expected);
   });
@@ -166,6 +186,16 @@ describe('loadConfig rejects bad values with a ConfigError naming the variable',
     ['METRICS_PORT', 'http'],
     ['DISPATCHER_MAX_IN_FLIGHT', '0'],
     ['DISPATCHER_MAX_IN_FLIGHT_PER_SUBSCRIPTION', '1.0e1'],
+    ['DISPATCHER_CONNECTIONS_PER_ORIGIN', '0'],
+    ['DISPATCHER_CONNECTIONS_PER_ORIGIN', '-1'],
+    ['DISPATCHER_CONNECTIONS_PER_ORIGIN', 'many'],
+    ['KAFKA_REPLICATION_FACTOR', '0'],
+    ['KAFKA_REPLICATION_FACTOR', '-2'],
+    ['KAFKA_REPLICATION_FACTOR', 'all'],
+    ['KAFKA_REPLICATION_FACTOR', '32768'],
+    ['KAFKA_MIN_INSYNC_REPLICAS', '0'],
+    ['KAFKA_MIN_INSYNC_REPLICAS', '-1'],
+    ['KAFKA_MIN_INSYNC_REPLICAS', '1.5'],
     // booleans
     ['WEBHOOK_ALLOW_HTTP', 'yes'],
     ['WEBHOOK_ALLOW_HTTP', 'TRUE'],
@@ -204,12 +234,21 @@ describe('loadConfig rejects bad values with a ConfigError naming the variable',
     expect((error as Error).message.startsWith(`${variable}: `)).toBe(true);
   });
 
+  it('rejects more in-sync replicas than replicas (acks=all could never succeed), naming KAFKA_MIN_INSYNC_REPLICAS', () => {
+    const error = thrownBy(() => loadConfig({ KAFKA_REPLICATION_FACTOR: '1', KAFKA_MIN_INSYNC_REPLICAS: '2' }));
+    expect(error).toMatchObject({ name: 'ConfigError', variable: 'KAFKA_MIN_INSYNC_REPLICAS' });
+    expect((error as Error).message).toMatch(/^KAFKA_MIN_INSYNC_REPLICAS: .*KAFKA_REPLICATION_FACTOR/);
+  });
+
   it('accepts the same variables with good values (the table above tests the value, not the variable)', () => {
     expect(() =>
       loadConfig({
         WEBHOOK_RETRY_DELAYS: '1m,2m',
         WEBHOOK_AUTO_DISABLE_AFTER_DAYS: '10',
         KAFKA_PARTITIONS: '16',
+        KAFKA_REPLICATION_FACTOR: '-1',
+        KAFKA_MIN_INSYNC_REPLICAS: '1',
+        DISPATCHER_CONNECTIONS_PER_ORIGIN: '128',
         WEBHOOK_ALLOW_HTTP: 'true',
         AUTH_URL: 'https://idp.example',
         WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',

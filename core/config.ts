@@ -20,6 +20,10 @@ export interface Config {
     readonly clientId: string;
     readonly topicPrefix: string;
     readonly partitions: number;
+    /** Replicas of every topic we create; -1 leaves it to the broker's `default.replication.factor`. */
+    readonly replicationFactor: number;
+    /** `min.insync.replicas` of every topic we create: the replicas an acks=all write must reach. */
+    readonly minInsyncReplicas: number;
     /** Topics the router consumes: the producers' integration-event topics. */
     readonly sourceTopics: string[];
   };
@@ -54,7 +58,12 @@ export interface Config {
   };
   /** Whether this process publishes the purchase outbox (a separate relay process may do it instead). */
   readonly purchase: { readonly outboxRelay: boolean };
-  readonly dispatcher: { readonly maxInFlight: number; readonly maxInFlightPerSubscription: number };
+  readonly dispatcher: {
+    readonly maxInFlight: number;
+    readonly maxInFlightPerSubscription: number;
+    /** Connections the dispatcher keeps open to one receiver origin at most. */
+    readonly connectionsPerOrigin: number;
+  };
   readonly metricsPort: number;
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
 }
@@ -69,12 +78,14 @@ export function loadConfig(env: Env = process.env): Config {
   const gatewayBaseUrl = read.url('GATEWAY_BASE_URL', 'http://127.0.0.1:8080');
   const gatewayUrl = new URL(gatewayBaseUrl);
   const topicPrefix = read.string('KAFKA_TOPIC_PREFIX', '');
+  const replication = readReplication(read);
   const config: Config = {
     kafka: {
       brokers: read.list('KAFKA_BROKERS', ['127.0.0.1:9092']),
       clientId: read.string('KAFKA_CLIENT_ID', 'core-webhooks'),
       topicPrefix,
       partitions: read.integer('KAFKA_PARTITIONS', 6, 1, 1000),
+      ...replication,
       sourceTopics: read.list('ROUTER_SOURCE_TOPICS', [`${topicPrefix}purchase.events`]),
     },
     cassandra: {
@@ -113,6 +124,7 @@ export function loadConfig(env: Env = process.env): Config {
     dispatcher: {
       maxInFlight: read.integer('DISPATCHER_MAX_IN_FLIGHT', 500, 1, 100_000),
       maxInFlightPerSubscription: read.integer('DISPATCHER_MAX_IN_FLIGHT_PER_SUBSCRIPTION', 20, 1, 10_000),
+      connectionsPerOrigin: read.integer('DISPATCHER_CONNECTIONS_PER_ORIGIN', 128, 1, 100_000),
     },
     metricsPort: read.integer('METRICS_PORT', 0, 0, 65535),
     logLevel: read.oneOf('LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
@@ -130,6 +142,26 @@ export function requireSecrets(config: Config): NonNullable<Config['secrets']> {
 /** Name of the retry topic for a delay, e.g. `webhook.deliveries.retry.1m`. */
 export function retryTopicName(prefix: string, delayMs: number): string {
   return `${prefix}webhook.deliveries.retry.${formatDuration(delayMs)}`;
+}
+
+/**
+ * Topic replication. The default -1 takes the broker's `default.replication.factor`: 1 on the single local broker
+ * (a fixed 3 could not be created there) and the cluster's own choice in production, where a fixed 1 would silently
+ * give up redundancy. min.insync.replicas above an explicit replication factor would refuse every acks=all write.
+ */
+function readReplication(read: ReturnType<typeof reader>) {
+  const replicationFactor = read.integer('KAFKA_REPLICATION_FACTOR', -1, -1, 32_767);
+  if (replicationFactor === 0) {
+    throw new ConfigError('KAFKA_REPLICATION_FACTOR', '"0" must be -1 (the broker default) or at least 1');
+  }
+  const minInsyncReplicas = read.integer('KAFKA_MIN_INSYNC_REPLICAS', 1, 1, 32_767);
+  if (replicationFactor !== -1 && minInsyncReplicas > replicationFactor) {
+    throw new ConfigError(
+      'KAFKA_MIN_INSYNC_REPLICAS',
+      `${minInsyncReplicas} exceeds KAFKA_REPLICATION_FACTOR ${replicationFactor}: acks=all writes would always fail`,
+    );
+  }
+  return { replicationFactor, minInsyncReplicas };
 }
 
 function readSecrets(env: Env): Config['secrets'] {
