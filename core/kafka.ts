@@ -360,7 +360,7 @@ function toRecord(
 /** Creates or widens topics; existing topics keep their data. */
 export async function applyTopics(
   kafka: Kafka,
-  topics: { name: string; partitions: number; config?: Record<string, string> }[],
+  topics: { name: string; partitions: number; replicationFactor?: number; config?: Record<string, string> }[],
 ): Promise<{ created: string[]; unchanged: string[] }> {
   const admin: Admin = kafka.admin();
   await admin.connect();
@@ -373,7 +373,8 @@ export async function applyTopics(
         topics: missing.map((topic) => ({
           topic: topic.name,
           numPartitions: topic.partitions,
-          replicationFactor: -1,
+          // -1: the broker's default.replication.factor. An existing topic keeps its replicas (that is a reassignment).
+          replicationFactor: topic.replicationFactor ?? -1,
           configEntries: Object.entries(topic.config ?? {}).map(([name, value]) => ({ name, value })),
         })),
       });

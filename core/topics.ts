@@ -20,21 +20,47 @@ export function topicNames(config: Config): TopicNames {
   };
 }
 
+/** One topic as `topics apply` creates it. */
+export interface TopicSpec {
+  name: string;
+  partitions: number;
+  /** -1 takes the broker's default replication factor. */
+  replicationFactor: number;
+  config: Record<string, string>;
+}
+
+/**
+ * Largest record of the delivery and retry topics: the largest envelope (a 204,800 B payload plus the envelope fields
+ * and signature, about 205 KB) and its Avro framing fit ten times over. The broker's default (1 MiB) would also fit,
+ * but stating it keeps a broker-wide change from silently refusing our records.
+ */
+const DELIVERY_MAX_MESSAGE_BYTES = 2 * 1024 * 1024;
+
 /** The topic layout `topics apply` converges to. */
-export function topicLayout(config: Config): { name: string; partitions: number; config?: Record<string, string> }[] {
+export function topicLayout(config: Config): TopicSpec[] {
   const names = topicNames(config);
   const partitions = config.kafka.partitions;
   // A retry record must outlive its delay plus the delivery lifetime, whichever tier it waits in.
   const retryRetentionMs = String(Math.max(config.webhook.deliveryLifetimeMs * 2, 7 * 86_400_000));
-  return [
+  const delivery = {
+    'retention.ms': retryRetentionMs,
+    'max.message.bytes': String(DELIVERY_MAX_MESSAGE_BYTES),
+  };
+  const topics: Omit<TopicSpec, 'replicationFactor'>[] = [
     // A purchase order of 5,000 rows with long descriptions is tens of megabytes: raise the record size limit.
     {
       name: names.purchaseEvents,
       partitions,
       config: { 'retention.ms': String(7 * 86_400_000), 'max.message.bytes': String(64 * 1024 * 1024) },
     },
-    { name: names.deliveries, partitions, config: { 'retention.ms': retryRetentionMs } },
-    ...names.retries.map(({ topic }) => ({ name: topic, partitions, config: { 'retention.ms': retryRetentionMs } })),
+    { name: names.deliveries, partitions, config: delivery },
+    ...names.retries.map(({ topic }) => ({ name: topic, partitions, config: delivery })),
     { name: names.eventTypes, partitions: 1, config: { 'cleanup.policy': 'compact' } },
   ];
+  // acks=all waits for the in-sync replicas only: without a floor on their number, a leader alone acknowledges.
+  return topics.map((topic) => ({
+    ...topic,
+    replicationFactor: config.kafka.replicationFactor,
+    config: { ...topic.config, 'min.insync.replicas': String(config.kafka.minInsyncReplicas) },
+  }));
 }

@@ -2,9 +2,10 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../core/config.ts';
+import { loadConfig, type Config } from '../../core/config.ts';
+import { createKafka } from '../../core/kafka.ts';
 import { createLogger } from '../../core/log.ts';
-import { topicLayout } from '../../core/topics.ts';
+import { topicLayout, topicNames } from '../../core/topics.ts';
 import { runAdmin } from '../../infra/admin.ts';
 import { repoRoot } from '../../infra/processes.ts';
 import { provision, registerSchemas } from '../../infra/provision.ts';
@@ -29,6 +30,67 @@ describe('provisioning', () => {
     const subjects = again.schemas.map((entry) => entry.subject);
     expect(subjects).toContain(`${config.kafka.topicPrefix}purchase.events-value`);
     expect(subjects).toContain(`${config.kafka.topicPrefix}webhook.deliveries.retry.4h-value`);
+  });
+});
+
+/** Every topic's configuration entries as the broker describes them (defaults included), by topic name. */
+async function describeTopics(config: Config, topics: string[]) {
+  const admin = createKafka(config.kafka.brokers, 'provisioning-test', createLogger('test', 'warn')).admin();
+  await admin.connect();
+  try {
+    const { resources } = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: topics.map((name) => ({ type: 2, name })), // ConfigResourceTypes.TOPIC
+    });
+    const metadata = await admin.fetchTopicMetadata({ topics });
+    return new Map(
+      resources.map((resource) => [
+        resource.resourceName,
+        {
+          config: Object.fromEntries(resource.configEntries.map((entry) => [entry.configName, entry.configValue])),
+          /** Names set on the topic itself (source DYNAMIC_TOPIC_CONFIG), not inherited from the broker. */
+          overrides: resource.configEntries
+            .filter((entry) => entry.configSource === 1)
+            .map((entry) => entry.configName),
+          replicas: metadata.topics
+            .find((topic) => topic.name === resource.resourceName)!
+            .partitions.map((partition) => partition.replicas.length),
+        },
+      ]),
+    );
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+describe('topic settings (acks=all durability, envelope size)', () => {
+  // The largest envelope (a 204,800 B payload, the envelope fields, Avro framing) fits with headroom.
+  const MAX_MESSAGE_BYTES = String(2 * 1024 * 1024);
+
+  it.each([
+    ['as created by the run setup', false],
+    ['after provisioning again (existing topics are altered)', true],
+  ])('every topic has min.insync.replicas; delivery and retry topics take 2 MiB records (%s)', async (_name, again) => {
+    const config = loadConfig(testEnv());
+    if (again) await provision(config, createLogger('test', 'warn'));
+    const names = topicNames(config);
+    const described = await describeTopics(
+      config,
+      topicLayout(config).map((topic) => topic.name),
+    );
+    expect(described.size).toBe(topicLayout(config).length);
+    for (const [topic, { config: entries, overrides, replicas }] of described) {
+      // Set on the topic: the broker's own default (1 here) would not follow KAFKA_MIN_INSYNC_REPLICAS.
+      expect(overrides, topic).toContain('min.insync.replicas');
+      expect(entries['min.insync.replicas'], topic).toBe(String(config.kafka.minInsyncReplicas));
+      // -1 takes the broker default: 1 on the single local broker.
+      for (const count of replicas) expect(count, topic).toBe(1);
+    }
+    for (const topic of [names.deliveries, ...names.retries.map((retry) => retry.topic)]) {
+      expect(described.get(topic)?.config['max.message.bytes'], topic).toBe(MAX_MESSAGE_BYTES);
+      expect(described.get(topic)?.config['retention.ms'], topic).toBe(String(7 * 86_400_000));
+    }
+    expect(described.get(names.eventTypes)?.config['cleanup.policy']).toBe('compact');
   });
 });
 
