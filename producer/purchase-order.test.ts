@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '../core/errors.ts';
 import {
+  AmendmentOpenError,
+  amendmentDraft,
   cancelled,
   draftPurchaseOrder,
   formatReference,
@@ -222,6 +224,65 @@ describe('transitions', () => {
     expect(error).toBeInstanceOf(DomainError);
     expect(error).toMatchObject({ code: 'PURCHASE_ORDER_ILLEGAL_TRANSITION', from, action });
     expect((error as Error).message).toBe(`a purchase order in status ${from} cannot be ${action}`);
+  });
+});
+
+describe('amendmentDraft', () => {
+  const now = '2025-06-07T08:09:10.011Z';
+  const item: Item = { id: 'item-2', code: 'NUT', name: 'Nut', unitPrice: '0.25', createdAt: now };
+
+  it('copies the order into a new draft amending it when nothing changes', () => {
+    const original = inStatus('Validated');
+    expect(amendmentDraft(original, { id: 'a1', now })).toEqual({
+      ...original,
+      id: 'a1',
+      reference: null,
+      status: 'Draft',
+      amends: original.id,
+      createdAt: now,
+      validatedAt: null,
+      cancelledAt: null,
+    });
+  });
+
+  it('changes the given fields; new rows replace all rows, priced from their items', () => {
+    const original = inStatus('Validated');
+    const draft = amendmentDraft(original, {
+      id: 'a2',
+      supplierName: 'Beta',
+      rows: [{ item, quantity: '4', description: 'M8' }],
+      now,
+    });
+    expect(draft).toMatchObject({
+      supplierName: 'Beta',
+      currency: original.currency,
+      totalAmount: '1.00',
+      amends: 'po-1',
+    });
+    expect(draft.rows).toEqual([
+      {
+        lineNumber: 1,
+        itemId: 'item-2',
+        itemCode: 'NUT',
+        itemName: 'Nut',
+        description: 'M8',
+        quantity: '4',
+        unitPrice: '0.25',
+        amount: '1.00',
+      },
+    ]);
+    expect(amendmentDraft(original, { id: 'a3', currency: 'USD', now })).toMatchObject({
+      currency: 'USD',
+      rows: original.rows,
+      totalAmount: original.totalAmount,
+    });
+  });
+
+  it('refuses a second open amendment with a conflict naming the open draft', () => {
+    const error = new AmendmentOpenError('p', 'a1');
+    expect(error).toBeInstanceOf(DomainError);
+    expect(error).toMatchObject({ code: 'PURCHASE_ORDER_AMENDMENT_OPEN', orderId: 'p', amendmentId: 'a1' });
+    expect(error.message).toContain('a1');
   });
 });
 

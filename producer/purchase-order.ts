@@ -100,6 +100,59 @@ export function draftPurchaseOrder(input: {
   };
 }
 
+/**
+ * The draft amending a validated order: the order's fields with the given ones changed. New rows replace all rows and
+ * are priced afresh from the items; without rows, the order's rows (and prices) are kept.
+ */
+export function amendmentDraft(
+  original: PurchaseOrderDTO,
+  changes: {
+    id: string;
+    supplierName?: string;
+    currency?: string;
+    rows?: { item: Item; quantity: string; description: string | null }[];
+    now: string;
+  },
+): PurchaseOrderDTO {
+  const supplierName = changes.supplierName ?? original.supplierName;
+  const currency = changes.currency ?? original.currency;
+  if (changes.rows) {
+    return draftPurchaseOrder({
+      id: changes.id,
+      supplierName,
+      currency,
+      rows: changes.rows,
+      amends: original.id,
+      now: changes.now,
+    });
+  }
+  return {
+    ...original,
+    id: changes.id,
+    reference: null,
+    status: 'Draft',
+    supplierName,
+    currency,
+    amends: original.id,
+    createdAt: changes.now,
+    validatedAt: null,
+    cancelledAt: null,
+  };
+}
+
+/** Thrown when an order is amended while an amendment draft of it is still a Draft (answered with 409). */
+export class AmendmentOpenError extends ConflictError {
+  override readonly code = 'PURCHASE_ORDER_AMENDMENT_OPEN';
+  constructor(
+    readonly orderId: string,
+    readonly amendmentId: string,
+  ) {
+    super(
+      `purchase order ${orderId} already has an open amendment, the draft ${amendmentId}; validate or cancel it first`,
+    );
+  }
+}
+
 /** Thrown when a transition is not allowed from the order's state (answered with 409). */
 export class IllegalTransitionError extends ConflictError {
   override readonly code = 'PURCHASE_ORDER_ILLEGAL_TRANSITION';

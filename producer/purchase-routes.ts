@@ -5,11 +5,14 @@ import { pageQuerySchema, type PageQuery } from '../core/http/paging.ts';
 import { newId } from '../core/ids.ts';
 import { isDecimal, isPositive } from './money.ts';
 import {
+  AmendmentOpenError,
+  amendmentDraft,
   cancelled,
   draftPurchaseOrder,
   IllegalTransitionError,
   serializePurchaseOrder,
   validated,
+  type Item,
   type PurchaseOrderDTO,
 } from './purchase-order.ts';
 import type { PurchaseStore } from './purchase-store.ts';
@@ -35,8 +38,53 @@ interface OrderBody {
   rows: { itemId: string; quantity: string | number; description?: string | null }[];
 }
 
+/** The fields of an order in a request body: all of them to create one, those to change to amend one. */
+const orderProperties = {
+  supplierName: { type: 'string', minLength: 1, maxLength: 200 },
+  currency: { type: 'string', pattern: '^[A-Z]{3}$' },
+  rows: {
+    type: 'array',
+    minItems: 1,
+    maxItems: MAX_ROWS,
+    items: {
+      type: 'object',
+      required: ['itemId', 'quantity'],
+      additionalProperties: false,
+      properties: {
+        itemId: { type: 'string', minLength: 1, maxLength: 64 },
+        quantity: { type: ['string', 'number'] },
+        description: { type: ['string', 'null'], maxLength: 2000 },
+      },
+    },
+  },
+} as const;
+
 /** The purchase API under /CorePurchase/REST (register inside a context that has the auth plugin). */
 export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = async (app, { store }) => {
+  /** Checks the currency and rows of a create or amend body against the tenant's items; the rows with their items. */
+  const checkedInput = async (tenantId: string, body: Partial<OrderBody>) => {
+    const items = body.rows
+      ? await store.itemsById(
+          tenantId,
+          body.rows.map((row) => row.itemId),
+        )
+      : new Map<string, Item>();
+    const errors: { path: string; message: string }[] = [];
+    if (body.currency !== undefined && !CURRENCIES.has(body.currency))
+      errors.push({ path: 'currency', message: 'is not an ISO 4217 currency code' });
+    const rows = body.rows?.map((row, index) => {
+      const quantity = String(row.quantity);
+      const item = items.get(row.itemId);
+      if (!item) errors.push({ path: `rows.${index}.itemId`, message: 'is not an item of this tenant' });
+      if (!isDecimal(quantity) || !isPositive(quantity)) {
+        errors.push({ path: `rows.${index}.quantity`, message: 'must be a positive decimal number' });
+      }
+      return { item: item!, quantity, description: row.description ?? null };
+    });
+    if (errors.length > 0) throw new InvalidInputError(errors);
+    return { rows };
+  };
+
   app.post<{ Body: { code: string; name: string; unitPrice: string } }>(
     '/Items',
     {
@@ -83,62 +131,23 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
           type: 'object',
           required: ['supplierName', 'currency', 'rows'],
           additionalProperties: false,
-          properties: {
-            supplierName: { type: 'string', minLength: 1, maxLength: 200 },
-            currency: { type: 'string', pattern: '^[A-Z]{3}$' },
-            rows: {
-              type: 'array',
-              minItems: 1,
-              maxItems: MAX_ROWS,
-              items: {
-                type: 'object',
-                required: ['itemId', 'quantity'],
-                additionalProperties: false,
-                properties: {
-                  itemId: { type: 'string', minLength: 1, maxLength: 64 },
-                  quantity: { type: ['string', 'number'] },
-                  description: { type: ['string', 'null'], maxLength: 2000 },
-                },
-              },
-            },
-          },
+          properties: orderProperties,
         },
       },
     },
     async (request, reply) => {
       const tenantId = request.principal.tenantId;
       const body = request.body;
-      const items = await store.itemsById(
-        tenantId,
-        body.rows.map((row) => row.itemId),
-      );
-      const errors: { path: string; message: string }[] = [];
-      if (!CURRENCIES.has(body.currency))
-        errors.push({ path: 'currency', message: 'is not an ISO 4217 currency code' });
-      const rows = body.rows.map((row, index) => {
-        const quantity = String(row.quantity);
-        const item = items.get(row.itemId);
-        if (!item) errors.push({ path: `rows.${index}.itemId`, message: 'is not an item of this tenant' });
-        if (!isDecimal(quantity) || !isPositive(quantity)) {
-          errors.push({ path: `rows.${index}.quantity`, message: 'must be a positive decimal number' });
-        }
-        return { item: item!, quantity, description: row.description ?? null };
-      });
-      if (errors.length > 0) throw new InvalidInputError(errors);
+      const { rows } = await checkedInput(tenantId, body);
       const dto = draftPurchaseOrder({
         id: newId(),
         supplierName: body.supplierName,
         currency: body.currency,
-        rows,
+        rows: rows!,
         amends: null,
         now: new Date().toISOString(),
       });
-      const size = Buffer.byteLength(serializePurchaseOrder(dto));
-      if (size > MAX_ORDER_BYTES) {
-        throw new InvalidInputError([
-          { path: 'rows', message: `make an order of ${size} bytes of JSON; at most ${MAX_ORDER_BYTES} are accepted` },
-        ]);
-      }
+      checkSize(dto);
       const text = await store.createOrder(tenantId, dto);
       return reply.code(201).type('application/json').header('location', `./PurchaseOrders/${dto.id}`).send(text);
     },
@@ -203,29 +212,88 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
   transition('validate');
   transition('cancel');
 
-  app.post<{ Params: { id: string } }>(
+  /** 409 if an amendment draft of the order is still a Draft (a claim whose draft moved on no longer counts). */
+  const refuseOpenAmendment = async (
+    tenantId: string,
+    order: { dto: PurchaseOrderDTO; openAmendment: string | null },
+  ) => {
+    if (order.openAmendment === null) return;
+    const open = await store.getOrder(tenantId, order.openAmendment, { serial: true });
+    if (open && (JSON.parse(open.body) as PurchaseOrderDTO).status === 'Draft') {
+      throw new AmendmentOpenError(order.dto.id, order.openAmendment);
+    }
+  };
+
+  app.post<{ Params: { id: string }; Body: Partial<OrderBody> | undefined }>(
     '/PurchaseOrders/:id/amend',
-    { schema: { tags: ['PurchaseOrders'], params: idParams } },
+    {
+      bodyLimit: 64 * 1024 * 1024,
+      schema: {
+        tags: ['PurchaseOrders'],
+        summary: 'Amend a validated order into a new draft',
+        description:
+          'Creates a draft amending the validated order (`amends` = its id), with the fields of the optional body ' +
+          'changed; new `rows` replace all rows. An order has at most one open amendment: amending it again while ' +
+          'that draft is still a Draft answers 409. Validating the draft raises purchaseOrder.validated under its id.',
+        params: idParams,
+        // Optional: fastify validates an absent body as null. (The generated OpenAPI still marks a requestBody with a
+        // schema as required; the description says otherwise.)
+        body: {
+          type: ['object', 'null'],
+          description: 'Optional: the fields to change; without a body the draft is a copy of the order.',
+          additionalProperties: false,
+          properties: orderProperties,
+        },
+      },
+    },
     async (request, reply) => {
       const tenantId = request.principal.tenantId;
-      const original = await load(tenantId, request.params.id);
-      if (original.dto.status !== 'Validated') throw new IllegalTransitionError(original.dto.status, 'amended');
-      const draft: PurchaseOrderDTO = {
-        ...original.dto,
+      const changes = request.body ?? {};
+      let order = await load(tenantId, request.params.id);
+      if (order.dto.status !== 'Validated') throw new IllegalTransitionError(order.dto.status, 'amended');
+      await refuseOpenAmendment(tenantId, order);
+      const { rows } = await checkedInput(tenantId, changes);
+      const draft = amendmentDraft(order.dto, {
         id: newId(),
-        reference: null,
-        status: 'Draft',
-        amends: original.dto.id,
-        createdAt: new Date().toISOString(),
-        validatedAt: null,
-        cancelledAt: null,
-      };
+        supplierName: changes.supplierName,
+        currency: changes.currency,
+        rows,
+        now: new Date().toISOString(),
+      });
+      checkSize(draft);
+      // The draft is written first under a new id nobody knows, then claimed as the order's open amendment by
+      // compare-and-set: a request that loses the claim deletes its draft, so no second open amendment is ever seen.
       const text = await store.createOrder(tenantId, draft);
+      try {
+        for (let attempt = 1; ; attempt += 1) {
+          if (await store.claimAmendment(tenantId, order.dto.id, order.version, order.openAmendment, draft.id)) break;
+          // Lost: another amend claimed the order, or the order changed (cancelled). Decide again from what won.
+          order = await load(tenantId, order.dto.id, { serial: true });
+          if (order.dto.status !== 'Validated') throw new IllegalTransitionError(order.dto.status, 'amended');
+          await refuseOpenAmendment(tenantId, order);
+          if (attempt >= 3) throw new ConflictError(`purchase order ${order.dto.id} changed concurrently; try again`);
+        }
+      } catch (error) {
+        await store.discardOrder(tenantId, draft.id).catch((discardError: unknown) => {
+          request.log.warn({ err: discardError, orderId: draft.id }, 'could not delete an unclaimed amendment draft');
+        });
+        throw error;
+      }
       // Relative to /PurchaseOrders/{id}/amend: the new draft is /PurchaseOrders/{newId}.
       return reply.code(201).type('application/json').header('location', `../${draft.id}`).send(text);
     },
   );
 };
+
+/** Refuses an order whose body would not fit in one event (see MAX_ORDER_BYTES). */
+function checkSize(dto: PurchaseOrderDTO): void {
+  const size = Buffer.byteLength(serializePurchaseOrder(dto));
+  if (size > MAX_ORDER_BYTES) {
+    throw new InvalidInputError([
+      { path: 'rows', message: `make an order of ${size} bytes of JSON; at most ${MAX_ORDER_BYTES} are accepted` },
+    ]);
+  }
+}
 
 /** Runs each task after the previous task of the same key has settled. */
 function keyedQueue() {

@@ -58,22 +58,75 @@ export class PurchaseStore {
     return new Map(result.rows.map((row) => [String(row.id), itemFromRow(row)]));
   }
 
-  /** The order's serialized DTO (the exact GET body) and its version for compare-and-set. */
+  /**
+   * The order's serialized DTO (the exact GET body), its version for compare-and-set, and the id of the last
+   * amendment draft made of it (see `claimAmendment`).
+   */
   async getOrder(
     tenantId: string,
     id: string,
     options?: { serial: boolean },
-  ): Promise<{ body: string; version: number } | undefined> {
+  ): Promise<{ body: string; version: number; openAmendment: string | null } | undefined> {
     const row = (
       await this.db.execute(
-        'SELECT dto, body_id, version FROM purchase_orders WHERE tenant_id = ? AND id = ? LIMIT 1',
+        'SELECT dto, body_id, version, open_amendment FROM purchase_orders WHERE tenant_id = ? AND id = ? LIMIT 1',
         [tenantId, id],
         options?.serial ? { consistency: types.consistencies.localSerial } : {},
       )
     ).first();
     if (!row || row.version === null) return undefined;
     const body = row.body_id ? await this.readBody(tenantId, id, String(row.body_id)) : String(row.dto);
-    return { body, version: Number(row.version) };
+    return { body, version: Number(row.version), openAmendment: (row.open_amendment as string | null) ?? null };
+  }
+
+  /**
+   * Records `amendmentId` as the order's open amendment by compare-and-set: only if the order is still at
+   * `expectedVersion` (so still in the state the caller saw) and its open amendment is still `expectedOpen`. Of
+   * concurrent amends of one order, in any process, one applies. Returns whether this one did.
+   */
+  async claimAmendment(
+    tenantId: string,
+    orderId: string,
+    expectedVersion: number,
+    expectedOpen: string | null,
+    amendmentId: string,
+  ): Promise<boolean> {
+    try {
+      const result = await this.db.execute(
+        'UPDATE purchase_orders SET open_amendment = ? WHERE tenant_id = ? AND id = ? IF version = ? AND open_amendment = ?',
+        [amendmentId, tenantId, orderId, expectedVersion, expectedOpen],
+      );
+      return result.wasApplied();
+    } catch (error) {
+      if (!isCasTimeout(error)) throw error;
+      // Outcome unknown: a serial read finishes any round left in progress; the amendment id is unique to this call.
+      const row = (
+        await this.db.execute(
+          'SELECT open_amendment FROM purchase_orders WHERE tenant_id = ? AND id = ? LIMIT 1',
+          [tenantId, orderId],
+          { consistency: types.consistencies.localSerial },
+        )
+      ).first();
+      return row?.open_amendment === amendmentId;
+    }
+  }
+
+  /** Deletes an order nobody has seen (the draft of an amend that lost its claim), with its body chunks. */
+  async discardOrder(tenantId: string, id: string): Promise<void> {
+    const row = (
+      await this.db.execute('SELECT body_id FROM purchase_orders WHERE tenant_id = ? AND id = ? LIMIT 1', [
+        tenantId,
+        id,
+      ])
+    ).first();
+    if (row?.body_id) {
+      await this.db.execute('DELETE FROM purchase_order_bodies WHERE tenant_id = ? AND order_id = ? AND body_id = ?', [
+        tenantId,
+        id,
+        String(row.body_id),
+      ]);
+    }
+    await this.db.execute('DELETE FROM purchase_orders WHERE tenant_id = ? AND id = ?', [tenantId, id]);
   }
 
   async createOrder(tenantId: string, dto: PurchaseOrderDTO): Promise<string> {

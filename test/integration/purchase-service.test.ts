@@ -218,6 +218,37 @@ describe('purchase service', () => {
       expect(await outboxOf(tenant.id, draft.id)).toHaveLength(1);
     });
 
+    it('20 parallel amends of one order in two gateways: one 201, nineteen 409, one amendment', async () => {
+      const otherBase = `http://127.0.0.1:${await freePort()}`;
+      const other = await startPurchaseGateway({ ...env, GATEWAY_BASE_URL: otherBase, PURCHASE_OUTBOX_RELAY: 'false' });
+      try {
+        const tenant = await newTenant();
+        const elsewhere = apiClient(otherBase, tenant.token);
+        const itemId = await tenant.item();
+        const order = await tenant.order([{ itemId, quantity: '1' }]);
+        expect((await tenant.call('POST', `${ORDERS}/${order.id}/validate`)).status).toBe(200);
+
+        const answers = await Promise.all(
+          Array.from({ length: 20 }, (_, index) =>
+            (index % 2 === 0 ? tenant.call : elsewhere)('POST', `${ORDERS}/${order.id}/amend`, {
+              rows: [{ itemId, quantity: String(index + 1) }],
+            }),
+          ),
+        );
+        expect(answers.map((answer) => answer.status).sort()).toEqual([201, ...Array<number>(19).fill(409)]);
+        for (const answer of answers.filter((entry) => entry.status === 409)) expectProblem(answer, 409);
+        const winner = answers.find((answer) => answer.status === 201)!.json<Dto>();
+        expect(winner).toMatchObject({ status: 'Draft', amends: order.id });
+        // The losers left no draft amending the order behind.
+        const drafts = (
+          await db.execute('SELECT id, dto FROM purchase_orders WHERE tenant_id = ? ALLOW FILTERING', [tenant.id])
+        ).rows.filter((row) => row.dto !== null && (JSON.parse(String(row.dto)) as Dto).amends === order.id);
+        expect(drafts.map((row) => String(row.id))).toEqual([winner.id]);
+      } finally {
+        await other.stop();
+      }
+    });
+
     it('a cancellation racing a validation in another gateway still cancels; the loser of a real conflict gets 409', async () => {
       // A second gateway process (here in-process, without a relay) shares the store: only the compare-and-set on
       // the order's version arbitrates between the two.
@@ -502,6 +533,77 @@ describe('purchase service', () => {
       const onSecond = eventsOf(events.records, second.id);
       expect(onSecond.map((event) => event.eventType)).toEqual(['purchaseOrder.cancelled']);
       expect(onSecond[0]!.payload.equals(cancelled.bytes)).toBe(true);
+    });
+
+    it('amends with a body of the changed fields, validated like a create; one open amendment per order', async () => {
+      const tenant = await newTenant();
+      const bolt = await tenant.item('10');
+      const nut = await tenant.item('3', 'Nut');
+      const first = await tenant.order([{ itemId: bolt, quantity: '2' }]);
+      const validated = await tenant.call('POST', `${ORDERS}/${first.id}/validate`);
+      expect(validated.status).toBe(200);
+      const amend = (body?: unknown) => tenant.call('POST', `${ORDERS}/${first.id}/amend`, body);
+
+      // The same validation and problem+json 400s as a create; a refused amend leaves no open amendment behind.
+      const refused = async (body: unknown) => {
+        const answer = await amend(body);
+        expectProblem(answer, 400);
+        return answer.json<{ errors: { path: string }[] }>().errors.map((error) => error.path);
+      };
+      expect(await refused({ rows: [{ itemId: 'no-such-item', quantity: '1' }] })).toEqual(['rows.0.itemId']);
+      expect(await refused({ rows: [{ itemId: nut, quantity: '-1' }] })).toEqual(['rows.0.quantity']);
+      expect(await refused({ currency: 'XXZ' })).toEqual(['currency']);
+      expect(await refused({ currency: 'eur' })).toEqual(['currency']);
+      expect(await refused({ rows: [] })).toEqual(['rows']);
+      expect(await refused({ supplierName: '' })).toEqual(['supplierName']);
+      expectProblem(await amend({ status: 'Validated' }), 400);
+      expectProblem(await amend('[1]'), 400);
+
+      const answer = await amend({ supplierName: 'Beta', rows: [{ itemId: nut, quantity: '5', description: 'M8' }] });
+      expect(answer.status, answer.text).toBe(201);
+      const amendment = answer.json<Dto>();
+      expect(amendment).toMatchObject({
+        status: 'Draft',
+        reference: null,
+        amends: first.id,
+        supplierName: 'Beta',
+        currency: 'EUR', // not in the body: unchanged
+        totalAmount: '15',
+        rows: [{ lineNumber: 1, itemId: nut, itemName: 'Nut', description: 'M8', quantity: '5', amount: '15' }],
+      });
+      expect((await tenant.call('GET', `${ORDERS}/${amendment.id}`)).bytes.equals(answer.bytes)).toBe(true);
+      expect((await tenant.call('GET', `${ORDERS}/${first.id}`)).bytes.equals(validated.bytes)).toBe(true);
+
+      // While the amendment is a draft, the order cannot be amended again, with or without a body.
+      const second = await amend();
+      expectProblem(second, 409);
+      expect(second.json<{ detail: string }>().detail).toContain(amendment.id);
+      expectProblem(await amend({ currency: 'USD' }), 409);
+
+      const amendmentValidated = await tenant.call('POST', `${ORDERS}/${amendment.id}/validate`);
+      expect(amendmentValidated.status).toBe(200);
+      expect(amendmentValidated.json<Dto>()).toMatchObject({ status: 'Validated', reference: 'PO-000002' });
+      // Once the amendment is no longer a draft, the order may be amended again (body optional, as before).
+      const again = await amend();
+      expect(again.status, again.text).toBe(201);
+      expect(again.json<Dto>()).toMatchObject({ amends: first.id, supplierName: 'Acme', totalAmount: '20' });
+
+      await settled(tenant.id, [first.id, amendment.id]);
+      const onAmendment = eventsOf(events.records, amendment.id);
+      expect(onAmendment.map((event) => event.eventType)).toEqual(['purchaseOrder.validated']);
+      expect(onAmendment[0]).toMatchObject({ entityId: amendment.id, reference: 'PO-000002' });
+      expect(onAmendment[0]!.payload.equals(amendmentValidated.bytes)).toBe(true);
+      expect(eventsOf(events.records, first.id).map((event) => event.eventType)).toEqual(['purchaseOrder.validated']);
+
+      // The OpenAPI document describes the optional body.
+      const document = await fetch(`${base}/CorePurchase/openapi.json`).then(
+        (response) => response.json() as Promise<{ paths: Record<string, { post?: { requestBody?: unknown } }> }>,
+      );
+      const route = Object.entries(document.paths).find(([path]) => path.endsWith('/amend'))?.[1];
+      expect(route?.post?.requestBody).toMatchObject({
+        description: expect.stringMatching(/^Optional/),
+        content: { 'application/json': { schema: { properties: { supplierName: {}, currency: {}, rows: {} } } } },
+      });
     });
 
     it("answers 404 for another tenant's order id and changes nothing", async () => {
