@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { Catalogue, type EventTypeEntry } from '../core/catalogue.ts';
+import { Catalogue, type EventTypeEntry, type PartitionOffsets } from '../core/catalogue.ts';
 import { requireSecrets, type Config } from '../core/config.ts';
 import { createTokenVerifier } from '../core/auth/verifier.ts';
 import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import { IntegratorStore } from '../core/integrators/integrator-store.ts';
-import { Publisher, tailTopic } from '../core/kafka.ts';
+import { Publisher, tailTopic, type Kafka } from '../core/kafka.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import type { Logger } from '../core/log.ts';
 import type { Platform } from '../core/platform.ts';
@@ -14,8 +14,14 @@ import { IdempotencyStore } from '../core/subscriptions/idempotency-store.ts';
 import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
 import { startPurchaseService } from '../producer/purchase-service.ts';
-import { buildGateway } from './gateway.ts';
+import { buildGateway, type ReadinessCheck } from './gateway.ts';
 import { lookup } from 'node:dns/promises';
+
+/**
+ * How long start-up waits for the catalogue to catch up before listening anyway (it then answers subscription writes
+ * 503 and /ready 503 until it has): the topic is small, so this is only reached when Kafka is in trouble.
+ */
+const CATALOGUE_CATCH_UP_MS = 30_000;
 
 /** Starts the gateway: both APIs on one port, the purchase outbox relay, and the catalogue follower. */
 export async function startGateway(
@@ -31,6 +37,12 @@ export async function startGateway(
     ? await startPurchaseService(config, platform, logger, { relay: config.purchase.outboxRelay })
     : undefined;
   let catalogueTail: { stop(): Promise<void> } | undefined;
+  const readiness: ReadinessCheck[] = [
+    {
+      name: 'cassandra',
+      ready: async () => (await platform.db.execute('SELECT release_version FROM system.local')).rowLength === 1,
+    },
+  ];
   let webhook;
   let publisher: Publisher | undefined;
   if (apis.webhook) {
@@ -38,9 +50,18 @@ export async function startGateway(
     publisher = replays;
     const deliveryCodec = await codecFor<DeliveryRecord>(platform.registry, 'delivery', topics.deliveries);
     const catalogue = new Catalogue(await codecFor<EventTypeEntry>(platform.registry, 'eventType', topics.eventTypes));
+    // The end offsets are taken after this process's own catalogue entries were published (purchase service above).
+    catalogue.expect(await topicOffsets(platform.kafka, topics.eventTypes));
     catalogueTail = await tailTopic(platform.kafka, topics.eventTypes, `catalogue-${randomUUID()}`, (record) =>
-      catalogue.apply(record.value, record.key),
+      catalogue.apply(record.value, record.key, record),
     );
+    if (!(await catalogue.whenCaughtUp(CATALOGUE_CATCH_UP_MS))) {
+      logger.warn(
+        { topic: topics.eventTypes },
+        'catalogue not caught up yet; subscription writes answer 503 until it is',
+      );
+    }
+    readiness.push({ name: 'catalogue', ready: () => catalogue.caughtUp });
     webhook = {
       subscriptions: new SubscriptionStore(platform.db, requireSecrets(config)),
       deliveries: new DeliveryStore(platform.db, config.webhook.historyRetentionMs),
@@ -65,6 +86,7 @@ export async function startGateway(
     integrators,
     webhook,
     purchase: purchase ? { store: purchase.store } : undefined,
+    readiness,
   });
   await app.listen({ host: config.gateway.host, port: config.gateway.port });
   logger.info({ baseUrl: config.gateway.baseUrl }, 'gateway listening');
@@ -75,4 +97,16 @@ export async function startGateway(
     await publisher?.close();
     verifier.close?.();
   };
+}
+
+/** A topic's offsets now, per partition: what a follower starting from the beginning has to read to catch up. */
+async function topicOffsets(kafka: Kafka, topic: string): Promise<PartitionOffsets[]> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const offsets = await admin.fetchTopicOffsets(topic);
+    return offsets.map(({ partition, low, high }) => ({ partition, start: low, end: high }));
+  } finally {
+    await admin.disconnect();
+  }
 }

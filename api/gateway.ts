@@ -3,7 +3,7 @@ import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../core/log.ts';
 import { authPlugin, type IntegratorDirectory } from '../core/auth/fastify-auth.ts';
 import type { TokenVerifier } from '../core/auth/verifier.ts';
-import { installErrorHandler } from '../core/http/problem.ts';
+import { installErrorHandler, sendProblem } from '../core/http/problem.ts';
 import { purchaseRoutes } from '../producer/purchase-routes.ts';
 import type { PurchaseStore } from '../producer/purchase-store.ts';
 import { webhookRoutes, type WebhookRoutesOptions } from './webhook-routes.ts';
@@ -14,7 +14,18 @@ export interface GatewayDeps {
   integrators: IntegratorDirectory;
   webhook?: WebhookRoutesOptions;
   purchase?: { store: PurchaseStore };
+  /** What GET /ready checks: each dependency by name, answering whether it is usable now. */
+  readiness: ReadinessCheck[];
 }
+
+/** One dependency of readiness; `ready` may also throw (not ready). */
+export interface ReadinessCheck {
+  name: string;
+  ready: () => Promise<boolean> | boolean;
+}
+
+/** A dependency that has not answered within this is not ready (a load balancer's probe must not hang). */
+const READINESS_TIMEOUT_MS = 2_000;
 
 /** Both APIs on one fastify instance: each behind its own auth context, with OpenAPI documents per API. */
 export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> {
@@ -35,11 +46,30 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
     },
   });
   app.get('/health', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  app.get('/ready', { schema: { hide: true } }, async (_request, reply) => {
+    const missing = await notReady(deps.readiness);
+    if (missing.length === 0) return { status: 'ready' };
+    return sendProblem(reply.header('retry-after', '1'), {
+      status: 503,
+      title: 'Not ready',
+      detail: `waiting for ${missing.join('; ')}`,
+    });
+  });
 
   if (deps.webhook) {
     const options = deps.webhook;
     await app.register(
       async (api) => {
+        // Event types are judged against the catalogue: until it holds what its topic held at start, a valid type
+        // could be refused as unknown. Subscription writes wait (503, Retry-After) rather than get a wrong 400.
+        api.addHook('onRequest', async (request, reply) => {
+          if (options.catalogue.caughtUp || !judgesEventTypes(request.method, request.routeOptions.url)) return;
+          return sendProblem(reply.header('retry-after', '1'), {
+            status: 503,
+            title: 'Catalogue loading',
+            detail: 'the event-type catalogue is still being read; retry shortly',
+          });
+        });
         await api.register(authPlugin, { api: 'webhook', verifier: deps.verifier, integrators: deps.integrators });
         await api.register(webhookRoutes, options);
       },
@@ -59,6 +89,36 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
     app.get('/CorePurchase/openapi.json', { schema: { hide: true } }, async () => documentFor(app, '/CorePurchase/'));
   }
   return app;
+}
+
+/** The routes whose answer depends on the event-type catalogue: creating a subscription and changing one. */
+function judgesEventTypes(method: string, url: string | undefined): boolean {
+  return (
+    (method === 'POST' && url?.endsWith('/Subscriptions') === true) ||
+    (method === 'PATCH' && url?.endsWith('/Subscriptions/:id') === true)
+  );
+}
+
+/** Names (with the reason) of the checks that fail, throw or do not answer in time. */
+async function notReady(checks: ReadinessCheck[]): Promise<string[]> {
+  const results = await Promise.all(
+    checks.map(async (check) => {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<string>((resolve) => {
+        timer = setTimeout(() => resolve('no answer'), READINESS_TIMEOUT_MS);
+      });
+      try {
+        const ready = Promise.resolve(check.ready()).then((ok) => (ok ? undefined : 'not ready'));
+        const reason = await Promise.race([ready, late]);
+        return reason === undefined ? undefined : `${check.name} (${reason})`;
+      } catch (error) {
+        return `${check.name} (${(error as Error).message})`;
+      } finally {
+        clearTimeout(timer);
+      }
+    }),
+  );
+  return results.filter((entry) => entry !== undefined);
 }
 
 /** The generated OpenAPI document restricted to one API's paths. */

@@ -138,7 +138,7 @@ export async function startServices(
   );
   if (names.includes('gateway')) {
     const gateway = services[names.indexOf('gateway')]!;
-    await waitForHttp(`${env.GATEWAY_BASE_URL}/health`, 'gateway', 60_000, gateway.exited);
+    await waitForHttp(`${env.GATEWAY_BASE_URL}/ready`, 'gateway', 60_000, gateway.exited);
   }
   return {
     services,
