@@ -12,6 +12,7 @@ export interface HistoryQuery {
   cursor?: string;
 }
 
+/** Where a listing continues: an index partition (an hour, or EVENT_LISTING) and the last row read in it. */
 interface Position {
   hour: number;
   queuedAt: number;
@@ -36,10 +37,17 @@ const FILTERED_CHUNK = 100;
 /** What the history reads of the delivery store. */
 export type HistoryReader = Pick<DeliveryStore, 'indexPage' | 'eventIndex' | 'getMany'>;
 
+/** An index row: a delivery and when it was queued (the clustering key). */
+type Entry = { queuedAt: Date; id: string };
+
+/** The `hour` of every cursor of an eventId listing: its one partition has no hour. */
+const EVENT_LISTING = -1;
+
 /**
  * Newest-first delivery history through the index tables: one partition per tenant (and filter) per hour, read in
- * order from the cursor back to the retention horizon. The most selective filter picks the index; the others,
- * and status (which changes too often to index), are applied to the rows read, at most INDEX_ROWS_PER_REQUEST of them.
+ * order from the cursor back to the retention horizon, or the one partition of an event. The most selective filter
+ * picks the index; the others, and status (which changes too often to index), are applied to the rows read, at most
+ * INDEX_ROWS_PER_REQUEST of them.
  */
 export async function listDeliveries(
   store: HistoryReader,
@@ -47,24 +55,36 @@ export async function listDeliveries(
   retentionMs: number,
   now = Date.now(),
 ): Promise<{ items: Delivery[]; nextCursor: string | null }> {
+  const position: Position | undefined = query.cursor ? decodeCursor(query.cursor) : undefined;
   const matches = (delivery: Delivery | undefined): delivery is Delivery =>
     delivery !== undefined &&
     (query.subscriptionId === undefined || delivery.subscriptionId === query.subscriptionId) &&
     (query.eventType === undefined || delivery.eventType === query.eventType) &&
     (query.eventId === undefined || delivery.eventId === query.eventId) &&
     (query.status === undefined || delivery.status === query.status);
-  const load = async (ids: string[]) => (await store.getMany(query.tenantId, ids)).filter(matches);
+  const newPage = (filtered: boolean): Page => ({
+    store,
+    tenantId: query.tenantId,
+    limit: query.limit,
+    matches,
+    filtered,
+    items: [],
+    budget: INDEX_ROWS_PER_REQUEST,
+  });
 
   if (query.eventId !== undefined) {
-    // One event has few deliveries: a single partition, paged in memory.
-    const all = await store.eventIndex(query.tenantId, query.eventId);
-    const position = query.cursor ? decodeCursor(query.cursor) : { hour: 0, queuedAt: 0, id: '0' };
-    const offset = /^\d{1,9}$/.test(position.id) ? Number(position.id) : NaN;
-    // A cursor of another listing (an hour position) is no offset into this one.
-    if (Number.isNaN(offset) || position.hour !== 0) throw invalidCursor();
-    const items = await load(all.slice(offset, offset + query.limit).map((entry) => entry.id));
-    const next = offset + query.limit;
-    return { items, nextCursor: next < all.length ? encodeCursor({ hour: 0, queuedAt: 0, id: String(next) }) : null };
+    const eventId = query.eventId;
+    // A cursor of another listing (an hour position) is no position in this one.
+    if (position && (position.hour !== EVENT_LISTING || position.id === '')) throw invalidCursor();
+    const page = newPage(
+      query.subscriptionId !== undefined || query.eventType !== undefined || query.status !== undefined,
+    );
+    const stop = await scanPartition(
+      page,
+      (before, size) => store.eventIndex(query.tenantId, eventId, before, size),
+      position && entryOf(position),
+    );
+    return { items: page.items, nextCursor: stop ? encodeCursor(positionOf(EVENT_LISTING, stop)) : null };
   }
 
   const index =
@@ -73,47 +93,68 @@ export async function listDeliveries(
       : query.eventType !== undefined
         ? { table: 'eventType' as const, tenantId: query.tenantId, key: query.eventType }
         : { table: 'tenant' as const, tenantId: query.tenantId };
-  // Rows the index key does not decide (status, or a second filter) are only known after loading the delivery:
-  // read them in chunks larger than the page, since most may be rejected.
-  const filtered = query.status !== undefined || (index.table === 'subscription' && query.eventType !== undefined);
+  const page = newPage(query.status !== undefined || (index.table === 'subscription' && query.eventType !== undefined));
+  if (position && position.hour < 0) throw invalidCursor();
   const horizon = Math.floor((now - retentionMs) / HOUR);
-  let position: Position | undefined = query.cursor ? decodeCursor(query.cursor) : undefined;
   let hour = position?.hour ?? Math.floor(now / HOUR);
-  let budget = INDEX_ROWS_PER_REQUEST;
-  const items: Delivery[] = [];
-  for (let scanned = 0; hour >= horizon && scanned < HOURS_PER_PAGE && budget > 0;) {
+  for (let scanned = 0; hour >= horizon && scanned < HOURS_PER_PAGE && page.budget > 0; scanned += 1, hour -= 1) {
     // A cursor with an empty id starts an hour from its newest row.
-    const before =
-      position && position.hour === hour && position.id !== ''
-        ? { queuedAt: new Date(position.queuedAt), id: position.id }
-        : undefined;
-    const want = query.limit - items.length;
-    const size = Math.min(budget, filtered ? Math.max(want, FILTERED_CHUNK) : want);
-    const entries = await store.indexPage(index, hour, before, size);
-    budget -= entries.length;
-    const ids = entries.map((entry) => entry.id);
-    const deliveries = await store.getMany(query.tenantId, ids);
-    for (const [at, entry] of entries.entries()) {
-      const delivery = deliveries[at];
-      if (matches(delivery)) items.push(delivery);
-      // The page is full: continue after this row (rows after it in the chunk are read again by the next page).
-      if (items.length === query.limit) return { items, nextCursor: encodeCursor(positionOf(hour, entry)) };
-    }
-    const last = entries.at(-1);
-    if (entries.length === size && last) {
-      // The hour may have more rows: stay in it, after the last row read, unless the budget is spent.
-      position = positionOf(hour, last);
-      if (budget === 0) return { items, nextCursor: encodeCursor(position) };
-      continue;
-    }
-    hour -= 1;
-    scanned += 1;
-    position = undefined;
+    const before = position && position.hour === hour && position.id !== '' ? entryOf(position) : undefined;
+    const stop = await scanPartition(page, (after, size) => store.indexPage(index, hour, after, size), before);
+    if (stop) return { items: page.items, nextCursor: encodeCursor(positionOf(hour, stop)) };
   }
-  return { items, nextCursor: hour >= horizon ? encodeCursor({ hour, queuedAt: 0, id: '' }) : null };
+  return { items: page.items, nextCursor: hour >= horizon ? encodeCursor({ hour, queuedAt: 0, id: '' }) : null };
 }
 
-function positionOf(hour: number, entry: { queuedAt: Date; id: string }): Position {
+/** One page being filled: the items found so far and the index rows it may still read. */
+interface Page {
+  store: HistoryReader;
+  tenantId: string;
+  limit: number;
+  matches: (delivery: Delivery | undefined) => delivery is Delivery;
+  /** Whether rows the index returns may fail the query (then they are read in chunks larger than the page). */
+  filtered: boolean;
+  items: Delivery[];
+  budget: number;
+}
+
+/**
+ * Reads one index partition newest first, strictly after `before`, adding the matching deliveries to the page. Answers
+ * the row after which the next page continues in this partition (the page is full or the budget spent), or
+ * undefined once the partition has been read to its end.
+ */
+async function scanPartition(
+  page: Page,
+  read: (before: Entry | undefined, size: number) => Promise<Entry[]>,
+  before: Entry | undefined,
+): Promise<Entry | undefined> {
+  let after = before;
+  while (page.budget > 0) {
+    const want = page.limit - page.items.length;
+    const size = Math.min(page.budget, page.filtered ? Math.max(want, FILTERED_CHUNK) : want);
+    const entries = await read(after, size);
+    page.budget -= entries.length;
+    const ids = entries.map((entry) => entry.id);
+    const deliveries = await page.store.getMany(page.tenantId, ids);
+    for (const [at, entry] of entries.entries()) {
+      const delivery = deliveries[at];
+      if (page.matches(delivery)) page.items.push(delivery);
+      // The page is full: continue after this row (rows after it in the chunk are read again by the next page).
+      if (page.items.length === page.limit) return entry;
+    }
+    const last = entries.at(-1);
+    if (entries.length < size || !last) return undefined;
+    after = last;
+  }
+  // The budget is spent inside this partition: continue after the last row read.
+  return after;
+}
+
+function entryOf(position: Position): Entry {
+  return { queuedAt: new Date(position.queuedAt), id: position.id };
+}
+
+function positionOf(hour: number, entry: Entry): Position {
   return { hour, queuedAt: entry.queuedAt.getTime(), id: entry.id };
 }
 

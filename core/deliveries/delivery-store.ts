@@ -237,10 +237,22 @@ export class DeliveryStore {
     return result.rows.map((row) => ({ queuedAt: row.queued_at as Date, id: String(row.delivery_id) }));
   }
 
-  async eventIndex(tenantId: string, eventId: string): Promise<{ queuedAt: Date; id: string }[]> {
+  /** Newest-first ids of one event's deliveries, strictly older than `before` when given, `limit` at most. */
+  async eventIndex(
+    tenantId: string,
+    eventId: string,
+    before: { queuedAt: Date; id: string } | undefined,
+    limit: number,
+  ): Promise<{ queuedAt: Date; id: string }[]> {
+    const params: unknown[] = [tenantId, eventId];
+    let where = 'tenant_id = ? AND event_id = ?';
+    if (before) {
+      where += ' AND (queued_at, delivery_id) < (?, ?)';
+      params.push(before.queuedAt, before.id);
+    }
     const result = await this.db.execute(
-      'SELECT queued_at, delivery_id FROM deliveries_by_event WHERE tenant_id = ? AND event_id = ?',
-      [tenantId, eventId],
+      `SELECT queued_at, delivery_id FROM deliveries_by_event WHERE ${where} LIMIT ${limit}`,
+      params,
     );
     return result.rows.map((row) => ({ queuedAt: row.queued_at as Date, id: String(row.delivery_id) }));
   }

@@ -27,6 +27,12 @@ class CountingStore extends DeliveryStore {
     return rows;
   }
 
+  override async eventIndex(...args: Parameters<DeliveryStore['eventIndex']>) {
+    const rows = await super.eventIndex(...args);
+    this.indexRows += rows.length;
+    return rows;
+  }
+
   override async getMany(tenantId: string, ids: string[]) {
     this.loaded += ids.length;
     return super.getMany(tenantId, ids);
@@ -47,14 +53,14 @@ describe('delivery history: rows read per request', () => {
   afterAll(() => db?.shutdown());
 
   /** `count` deliveries one second apart in `hour`, oldest first; `matching(i)` ones are abandoned. */
-  async function seedBusyHour(tenantId: string, count: number, matching: (index: number) => boolean) {
+  async function seedBusyHour(tenantId: string, count: number, matching: (index: number) => boolean, eventId?: string) {
     const deliveries: Delivery[] = Array.from({ length: count }, (_, index) => {
       const queuedAt = new Date(hour * HOUR + index * 1_000);
       const status: DeliveryStatus = matching(index) ? 'abandoned' : 'acknowledged';
       return {
         tenantId,
         id: newId(),
-        eventId: newId(),
+        eventId: eventId ?? newId(),
         eventType: 'purchaseOrder.validated',
         subscriptionId,
         entityId: `po-${index}`,
@@ -141,5 +147,22 @@ describe('delivery history: rows read per request', () => {
         .map((delivery) => delivery.id),
     );
     expect(store.indexRows).toBe(500);
+  });
+
+  it('an event with thousands of deliveries is paged within the budget too (eventId + status)', async () => {
+    const tenantId = uniqueTenant('history-budget');
+    const eventId = newId();
+    const at = new Set([0, 1_500, 2_999]);
+    const seeded = await seedBusyHour(tenantId, BUSY, (index) => at.has(index), eventId);
+    const expected = seeded
+      .filter((delivery) => delivery.status === 'abandoned')
+      .reverse()
+      .map((delivery) => delivery.id);
+    for (const limit of [1, 2, 50]) {
+      const { visited } = await pages({ tenantId, limit, eventId, status: 'abandoned' });
+      expect(visited, `limit ${limit}`).toEqual(expected);
+    }
+    const { visited } = await pages({ tenantId, limit: 500, eventId });
+    expect(visited).toEqual([...seeded].reverse().map((delivery) => delivery.id));
   });
 });
