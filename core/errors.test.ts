@@ -6,6 +6,7 @@ import { IllegalTransitionError } from '../producer/purchase-order.ts';
 import { AuthError, type AuthErrorCode } from './auth/verifier.ts';
 import { ConfigError } from './config.ts';
 import { ConflictError, DomainError, ERROR_CODES, InvalidInputError, NotFoundError } from './errors.ts';
+import { PoisonRecordError } from './kafka.ts';
 import { SecretBoxError } from './secret-box.ts';
 
 // Compile-time exhaustive: adding an AuthErrorCode without listing it here fails `tsc`.
@@ -19,6 +20,7 @@ const instances: [string, Error & { code: string }][] = [
   ['IllegalTransitionError', new IllegalTransitionError('Cancelled', 'validated')],
   ['ConfigError', new ConfigError('WEBHOOK_ATTEMPT_TIMEOUT', 'bad')],
   ['SecretBoxError', new SecretBoxError('unreadable')],
+  ['PoisonRecordError', new PoisonRecordError('undecodable record')],
   ...(Object.keys(AUTH_CODES) as AuthErrorCode[]).map(
     (code) => [`AuthError(${code})`, new AuthError(code, 'token rejected')] as [string, AuthError],
   ),

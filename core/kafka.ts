@@ -23,6 +23,14 @@ export interface ConsumedRecord {
   timestamp: number;
 }
 
+/**
+ * A record no retry can handle (it does not decode): the consumer logs it, counts it and moves past it, instead of
+ * retrying it forever and never committing its partition again.
+ */
+export class PoisonRecordError extends Error {
+  readonly code = 'POISON_RECORD';
+}
+
 /** A record to publish. */
 export interface OutgoingRecord {
   topic: string;
@@ -121,6 +129,12 @@ export interface ConsumerOptions {
   dueAt?: (record: ConsumedRecord) => number | undefined;
   /** Records handled at once across all partitions. */
   maxInFlight: number;
+  /**
+   * Records read ahead and waiting for their lane or a slot (default 10 × maxInFlight), and their bytes (default
+   * 64 MiB): the bound on what a consumer holds in memory. One lane may take at most half of it.
+   */
+  maxBuffered?: number;
+  maxBufferedBytes?: number;
   /** Key of the concurrency lane a record belongs to (e.g. subscription id) and that lane's limit. */
   lane?: { of: (record: ConsumedRecord) => string; limit: number };
   /** Start from the oldest offsets when the group has none committed. */
@@ -137,10 +151,19 @@ export interface ConsumerOptions {
  */
 export class ConsumerRunner {
   private consumer: Consumer | undefined;
+  /** Records accepted and not finished (waiting for a lane or a slot, or being handled), and their bytes. */
+  private buffered = 0;
+  private bufferedBytes = 0;
+  /** Records being handled. */
   private inFlight = 0;
-  private readonly lanes = new Map<string, { active: number; waiting: (() => void)[] }>();
+  private readonly lanes = new Map<string, Lane>();
   private readonly trackers = new Map<string, OffsetTracker>();
-  private readonly capacityWaiters: (() => void)[] = [];
+  /** Woken whenever a record finishes: readers waiting for buffer room. */
+  private readonly roomWaiters: (() => void)[] = [];
+  /** Records whose lane admitted them, waiting for one of the maxInFlight slots, first come first served. */
+  private readonly slotWaiters: (() => void)[] = [];
+  private readonly maxBuffered: number;
+  private readonly maxBufferedBytes: number;
   private readonly resumeTimers = new Set<NodeJS.Timeout>();
   private readonly idle: (() => void)[] = [];
   private stopping = false;
@@ -149,7 +172,10 @@ export class ConsumerRunner {
   constructor(
     private readonly kafka: Kafka,
     private readonly options: ConsumerOptions,
-  ) {}
+  ) {
+    this.maxBuffered = options.maxBuffered ?? options.maxInFlight * 10;
+    this.maxBufferedBytes = options.maxBufferedBytes ?? 64 * 1024 * 1024;
+  }
 
   get activeCount(): number {
     return this.inFlight;
@@ -196,11 +222,12 @@ export class ConsumerRunner {
             this.resumeTimers.add(timer);
             return;
           }
-          await this.waitForCapacity(heartbeat);
+          const laneKey = this.options.lane?.of(record);
+          await this.waitForRoom(record, laneKey, heartbeat);
           const tracker = this.tracker(batch.topic, batch.partition);
           tracker.begin(message.offset);
           resolveOffset(message.offset);
-          void this.run(record, () => tracker.finish(message.offset));
+          void this.run(record, laneKey, () => tracker.finish(message.offset));
         }
         await heartbeat();
       },
@@ -213,7 +240,7 @@ export class ConsumerRunner {
     this.stopping = true;
     for (const timer of this.resumeTimers) clearTimeout(timer);
     await this.consumer?.pause(this.options.topics.map((topic) => ({ topic })));
-    if (this.inFlight > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
+    if (this.buffered > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
     clearInterval(this.commitTimer);
     await this.commit();
     await this.consumer?.disconnect();
@@ -230,29 +257,57 @@ export class ConsumerRunner {
     }
   }
 
-  /** Handles a record; `finished` runs before the slot is released, so stop() never commits ahead of it. */
-  private async run(record: ConsumedRecord, finished: () => void): Promise<void> {
-    const laneKey = this.options.lane?.of(record);
-    const lane = laneKey === undefined ? undefined : this.enterLane(laneKey);
+  /**
+   * Handles a record once its lane admits it and a slot is free; `finished` runs before the record leaves the buffer,
+   * so stop() never commits ahead of it. The lane comes first: records of a lane at its limit wait without holding
+   * one of the maxInFlight slots, so one slow subscription cannot starve the others.
+   */
+  private async run(record: ConsumedRecord, laneKey: string | undefined, finished: () => void): Promise<void> {
+    let lane: Lane | undefined;
+    if (laneKey !== undefined) {
+      lane = this.lanes.get(laneKey) ?? { active: 0, waiting: [] };
+      this.lanes.set(laneKey, lane);
+    }
+    const size = record.value?.length ?? 0;
     try {
-      if (lane) await lane;
-      await this.handleUntilDurable(record);
-      finished();
+      if (lane) await this.enterLane(lane);
+      await this.takeSlot();
+      try {
+        // Stopping: a record not started yet stays unfinished, so it is not committed and the next member takes it.
+        if (this.stopping) return;
+        await this.handleUntilDurable(record);
+        finished();
+      } finally {
+        this.inFlight -= 1;
+        this.options.metrics?.inFlight(this.inFlight);
+        this.slotWaiters.shift()?.();
+      }
     } finally {
-      if (laneKey !== undefined) this.leaveLane(laneKey);
-      this.inFlight -= 1;
-      this.options.metrics?.inFlight(this.inFlight);
-      this.capacityWaiters.shift()?.();
-      if (this.inFlight === 0) for (const resolve of this.idle.splice(0)) resolve();
+      if (lane && laneKey !== undefined) this.leaveLane(laneKey, lane);
+      this.buffered -= 1;
+      this.bufferedBytes -= size;
+      for (const wake of this.roomWaiters.splice(0)) wake();
+      if (this.buffered === 0) for (const resolve of this.idle.splice(0)) resolve();
     }
   }
 
-  /** A handler error means the outcome is not durable yet (store or broker down): try again, never skip. */
+  /**
+   * A handler error means the outcome is not durable yet (store or broker down): try again, never skip; except a
+   * PoisonRecordError, which no retry can cure.
+   */
   private async handleUntilDurable(record: ConsumedRecord): Promise<void> {
     for (let attempt = 0; ; attempt += 1) {
       try {
         return await this.options.handle(record);
       } catch (error) {
+        if (error instanceof PoisonRecordError) {
+          this.options.metrics?.poison(record.topic);
+          this.options.logger.error(
+            { err: error, topic: record.topic, partition: record.partition, offset: record.offset, outcome: 'poison' },
+            'record can never be handled; skipped',
+          );
+          return;
+        }
         const delay = Math.min(200 * 2 ** attempt, 10_000);
         this.options.logger.error(
           { err: error, topic: record.topic, partition: record.partition, offset: record.offset, retryInMs: delay },
@@ -263,21 +318,40 @@ export class ConsumerRunner {
     }
   }
 
-  private async waitForCapacity(heartbeat: () => Promise<void>): Promise<void> {
-    while (this.inFlight >= this.options.maxInFlight) {
+  /**
+   * Waits (heartbeating) until the buffer has room for the record, then counts it in. A lane holding half the buffer
+   * holds up only the partition being read, not the others.
+   */
+  private async waitForRoom(record: ConsumedRecord, laneKey: string | undefined, heartbeat: () => Promise<void>) {
+    const size = record.value?.length ?? 0;
+    const laneShare = Math.max(1, Math.floor(this.maxBuffered / 2));
+    const full = () => {
+      if (this.buffered >= this.maxBuffered) return true;
+      // A record larger than the byte budget still gets through alone.
+      if (this.buffered > 0 && this.bufferedBytes + size > this.maxBufferedBytes) return true;
+      const lane = laneKey === undefined ? undefined : this.lanes.get(laneKey);
+      return lane !== undefined && lane.active + lane.waiting.length >= laneShare;
+    };
+    while (full()) {
       await Promise.race([
-        new Promise<void>((resolve) => this.capacityWaiters.push(resolve)),
+        new Promise<void>((resolve) => this.roomWaiters.push(resolve)),
         new Promise((resolve) => setTimeout(resolve, 1_000)),
       ]);
       await heartbeat();
+    }
+    this.buffered += 1;
+    this.bufferedBytes += size;
+  }
+
+  private async takeSlot(): Promise<void> {
+    if (this.inFlight >= this.options.maxInFlight) {
+      await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
     }
     this.inFlight += 1;
     this.options.metrics?.inFlight(this.inFlight);
   }
 
-  private enterLane(key: string): Promise<void> | undefined {
-    const lane = this.lanes.get(key) ?? { active: 0, waiting: [] };
-    this.lanes.set(key, lane);
+  private enterLane(lane: Lane): Promise<void> | undefined {
     if (lane.active < (this.options.lane?.limit ?? Infinity)) {
       lane.active += 1;
       return undefined;
@@ -285,12 +359,10 @@ export class ConsumerRunner {
     return new Promise((resolve) => lane.waiting.push(resolve));
   }
 
-  private leaveLane(key: string): void {
-    const lane = this.lanes.get(key);
-    if (!lane) return;
+  private leaveLane(key: string, lane: Lane): void {
     const next = lane.waiting.shift();
     if (next)
-      next(); // the slot passes straight to the next waiter
+      next(); // the lane's place passes straight to the next waiter
     else if (--lane.active === 0) this.lanes.delete(key);
   }
 
@@ -303,6 +375,12 @@ export class ConsumerRunner {
     }
     return tracker;
   }
+}
+
+/** The records of one concurrency lane being handled, and those waiting for their turn. */
+interface Lane {
+  active: number;
+  waiting: (() => void)[];
 }
 
 /** Tracks the records of one partition in flight and yields the offset up to which all have finished. */

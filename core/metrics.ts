@@ -11,6 +11,8 @@ export interface DeliveryMetrics {
 export interface ConsumerMetrics {
   lag(topic: string, partition: number, lag: number): void;
   inFlight(count: number): void;
+  /** A record that can never be handled (undecodable) was skipped. */
+  poison(topic: string): void;
 }
 
 export function createMetrics(service: string) {
@@ -19,7 +21,7 @@ export function createMetrics(service: string) {
   collectDefaultMetrics({ register: registry });
   const outcomes = new Counter({
     name: 'webhook_deliveries_total',
-    help: 'Delivery attempt outcomes (acknowledged, retrying, abandoned, superseded)',
+    help: 'Delivery outcomes (acknowledged, retrying, abandoned, superseded, duplicate skipped)',
     labelNames: ['outcome'],
     registers: [registry],
   });
@@ -40,6 +42,12 @@ export function createMetrics(service: string) {
     labelNames: ['topic', 'partition'],
     registers: [registry],
   });
+  const poison = new Counter({
+    name: 'webhook_poison_records_total',
+    help: 'Records that could never be handled (undecodable) and were skipped, by topic',
+    labelNames: ['topic'],
+    registers: [registry],
+  });
   const routed = new Counter({
     name: 'webhook_events_routed_total',
     help: 'Events routed, and the deliveries they produced',
@@ -57,6 +65,7 @@ export function createMetrics(service: string) {
     consumer: {
       lag: (topic, partition, value) => lag.set({ topic, partition: String(partition) }, value),
       inFlight: (count) => inFlight.set(count),
+      poison: (topic) => poison.inc({ topic }),
     } satisfies ConsumerMetrics,
     routed: (deliveries: number) => {
       routed.inc({ kind: 'event' });
