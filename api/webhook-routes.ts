@@ -229,17 +229,21 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
         queuedAt: Date.now(),
         attempt: 1,
         dueAt: 0,
+        // Exactly the bytes first sent, whatever the payload limit is now: a payload is kept only when it was
+        // embedded (router), so a kept one is embedded again and a missing one omitted again; the signature matches.
         envelope: buildEnvelope(
           { ...event, subscriptionId: original.subscriptionId },
           event.payload,
-          options.payloadLimitBytes,
+          Number.POSITIVE_INFINITY,
         ),
         signature: original.signature,
         replayOf: original.id,
       };
       const replay = queuedDelivery(record);
-      await deliveries.insertDelivery(replay);
+      // Sent first, stored second: a failed send leaves no row that nothing will ever send. The dispatcher's writes are
+      // stamped after this one (write-time.ts) and carry the series' fields, so the order of the two does not matter.
       await options.enqueue(record);
+      await deliveries.insertDelivery(replay);
       // Relative to …/Deliveries/{id}/replay, so it resolves to …/Deliveries/{new id}.
       return reply.code(202).header('location', `../${replay.id}`).send(deliveryView(replay));
     },
@@ -310,5 +314,6 @@ export function deliveryView(delivery: Delivery) {
     queuedAt: delivery.queuedAt.toISOString(),
     occurredAt: delivery.occurredAt,
     replayOf: delivery.replayOf,
+    abandonReason: delivery.abandonReason ?? null,
   };
 }

@@ -2,6 +2,7 @@ import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import type { Attempt, DeliveryStatus } from '../core/deliveries/delivery.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import type { SeriesIdentity, SeriesRef, SeriesState } from '../core/deliveries/delivery-store.ts';
 import { blankSubscription, type Subscription } from '../core/subscriptions/subscription.ts';
 import { createAuthHeaders, type TokenFetcher } from './auth-headers.ts';
 import { createDeliveryHandler, type AuthHeaders } from './delivery-handler.ts';
@@ -46,6 +47,8 @@ function deliveryRecord(overrides: Partial<DeliveryRecord> = {}): DeliveryRecord
   };
 }
 
+const SERIES: SeriesRef = { tenantId: 'tenant-a', deliveryId: 'del-1', queuedAt: QUEUED_AT };
+
 const ok = (statusCode: number): AttemptResult => ({ statusCode, errorMessage: null, durationMs: 15 });
 const failed = (statusCode: number | null): AttemptResult => ({
   statusCode,
@@ -62,11 +65,16 @@ interface Setup {
   sendTakesMs?: number;
   authHeaders?: AuthHeaders;
   scheduleRetry?: (tier: number, record: DeliveryRecord) => Promise<void>;
+  /** The stored state answered for a record that may be a duplicate. */
+  state?: SeriesState | undefined;
+  /** How many attempt writes fail (store down) before one succeeds. */
+  failWrites?: number;
 }
 
 /** A handler wired to fakes that record every call, in order, into `log`. */
 function setup(options: Setup = {}) {
   const log: string[] = [];
+  let failWrites = options.failWrites ?? 0;
   let clock = options.now ?? QUEUED_AT + 5 * MINUTE;
   const results = [...(options.results ?? [ok(200)])];
   const sent: OutboundRequest[] = [];
@@ -81,19 +89,25 @@ function setup(options: Setup = {}) {
   const attempts = {
     recordAttempt: vi.fn(
       async (
-        _tenantId: string,
-        _deliveryId: string,
+        _series: SeriesRef,
         _attempt: Attempt,
-        _next: { status: DeliveryStatus; nextRetryAt: Date | null },
+        _next: { status: DeliveryStatus; nextRetryAt: Date | null; abandonReason?: string | null },
+        _identity?: SeriesIdentity,
       ) => {
         log.push('recordAttempt');
+        if (failWrites > 0) {
+          failWrites -= 1;
+          throw new Error('cassandra unavailable');
+        }
       },
     ),
-    finish: vi.fn(
-      async (_tenantId: string, _deliveryId: string, _status: DeliveryStatus, _errorMessage: string | null) => {
-        log.push('finish');
-      },
-    ),
+    finish: vi.fn(async (_series: SeriesRef, _status: DeliveryStatus, _reason: string, _attemptsMade: number) => {
+      log.push('finish');
+    }),
+    state: vi.fn(async (_tenantId: string, _deliveryId: string) => {
+      log.push('state');
+      return options.state;
+    }),
     latestForEntity: vi.fn(async (_tenantId: string, _subscriptionId: string, _entityId: string) => {
       log.push('latestForEntity');
       return options.latest;
@@ -126,6 +140,7 @@ function setup(options: Setup = {}) {
     logger: pino({ level: 'silent' }),
     settings: { retryDelaysMs: DELAYS, deliveryLifetimeMs: DAY, failureDayMs: DAY, autoDisableAfterDays: 10 },
     now: () => clock,
+    sleep: async () => undefined,
   });
   return { handle, send, sent, attempts, subscriptions, scheduleRetry, authHeaders, log, now: () => clock };
 }
@@ -236,8 +251,7 @@ describe('delivery handler: acknowledged', () => {
     await t.handle(deliveryRecord());
     expect(t.attempts.recordAttempt).toHaveBeenCalledTimes(1);
     expect(t.attempts.recordAttempt).toHaveBeenCalledWith(
-      'tenant-a',
-      'del-1',
+      SERIES,
       { attempt: 1, at: new Date(at), statusCode: status, errorMessage: null, durationMs: 15 },
       { status: 'acknowledged', nextRetryAt: null },
     );
@@ -265,8 +279,7 @@ describe('delivery handler: retrying', () => {
     await t.handle(deliveryRecord({ attempt }));
     const dueAt = now + DELAYS[tier]!;
     expect(t.attempts.recordAttempt).toHaveBeenCalledWith(
-      'tenant-a',
-      'del-1',
+      SERIES,
       expect.objectContaining({ attempt, statusCode: status, errorMessage: failed(status).errorMessage }),
       { status: 'retrying', nextRetryAt: new Date(dueAt) },
     );
@@ -288,14 +301,44 @@ describe('delivery handler: retrying', () => {
     expect(record.queuedAt).toBe(QUEUED_AT);
   });
 
-  it.each([
-    ['measured from the end of the attempt', QUEUED_AT + HOUR, QUEUED_AT + HOUR + 30_000 + MINUTE],
-    ['clipped to the deadline', QUEUED_AT + DAY - 80_000, QUEUED_AT + DAY],
-  ])('the retry delay is %s', async (_name, now, dueAt) => {
+  it('the retry delay is measured from the end of the attempt', async () => {
+    const now = QUEUED_AT + HOUR;
     const t = setup({ results: [failed(null)], now, sendTakesMs: 30_000 });
     await t.handle(deliveryRecord({ attempt: 1 }));
-    expect(t.scheduleRetry).toHaveBeenCalledWith(0, deliveryRecord({ attempt: 2, dueAt }));
-    expect(t.attempts.recordAttempt.mock.calls[0]![2].at).toEqual(new Date(now));
+    expect(t.scheduleRetry).toHaveBeenCalledWith(0, deliveryRecord({ attempt: 2, dueAt: now + 30_000 + MINUTE }));
+    expect(t.attempts.recordAttempt.mock.calls[0]![1].at).toEqual(new Date(now));
+  });
+
+  it('when no retry fits before the deadline: no next retry, an expiry hop due a whole tier delay later', async () => {
+    const t = setup({ results: [failed(null)], now: QUEUED_AT + DAY - 80_000, sendTakesMs: 30_000 });
+    await t.handle(deliveryRecord({ attempt: 1 }));
+    const end = QUEUED_AT + DAY - 50_000;
+    expect(t.attempts.recordAttempt.mock.calls[0]![2]).toEqual({ status: 'retrying', nextRetryAt: null });
+    expect(t.scheduleRetry).toHaveBeenCalledWith(0, {
+      ...deliveryRecord({ attempt: 2, dueAt: end + MINUTE }),
+      expiryHop: true,
+    });
+  });
+
+  it('an expiry hop before the deadline makes no attempt and hops on through the longest tier that fits', async () => {
+    const now = QUEUED_AT + DAY - 3 * MINUTE;
+    const t = setup({ now });
+    await t.handle({ ...deliveryRecord({ attempt: 9 }), expiryHop: true });
+    expect(t.send).not.toHaveBeenCalled();
+    expect(t.attempts.recordAttempt).not.toHaveBeenCalled();
+    expect(t.scheduleRetry).toHaveBeenCalledWith(1, {
+      ...deliveryRecord({ attempt: 9, dueAt: now + 2 * MINUTE }),
+      expiryHop: true,
+    });
+  });
+
+  it("an expiry hop at the deadline abandons the delivery, keeping the last attempt's error", async () => {
+    const now = QUEUED_AT + DAY + 20_000;
+    const t = setup({ now });
+    await t.handle({ ...deliveryRecord({ attempt: 9 }), expiryHop: true });
+    expect(t.send).not.toHaveBeenCalled();
+    expect(t.attempts.finish).toHaveBeenCalledWith(SERIES, 'abandoned', 'delivery lifetime exceeded', 8);
+    expect(t.subscriptions.recordFailureDay).toHaveBeenCalledWith('tenant-a', 'sub-1', failureWindow(now, DAY), 10);
   });
 
   it('does not resolve before the retry record is acknowledged, and fails when it cannot be published', async () => {
@@ -311,12 +354,30 @@ describe('delivery handler: retrying', () => {
     release();
     await handled;
     expect(done).toBe(true);
+  });
 
-    const broken = setup({
+  // A failed store write repeats the POST: the whole handler used to be run again after an error, so during a store or
+  // broker hiccup the receiver got the same attempt again and again, even after answering 2xx.
+  it('a failed store write repeats only the write: the receiver gets the attempt once', async () => {
+    const t = setup({ results: [ok(204)], failWrites: 3 });
+    await t.handle(deliveryRecord());
+    expect(t.send).toHaveBeenCalledTimes(1);
+    expect(t.attempts.recordAttempt).toHaveBeenCalledTimes(4);
+    expect(t.log).toEqual(['send', 'recordAttempt', 'recordAttempt', 'recordAttempt', 'recordAttempt']);
+  });
+
+  it('a retry record the broker refuses for a while is published again, not earned by another POST', async () => {
+    let refusals = 2;
+    const t = setup({
       results: [failed(500)],
-      scheduleRetry: async () => Promise.reject(new Error('broker down')),
+      scheduleRetry: async () => {
+        if (refusals-- > 0) throw new Error('broker down');
+      },
     });
-    await expect(broken.handle(deliveryRecord())).rejects.toThrow('broker down');
+    await t.handle(deliveryRecord());
+    expect(t.send).toHaveBeenCalledTimes(1);
+    expect(t.attempts.recordAttempt).toHaveBeenCalledTimes(1);
+    expect(t.scheduleRetry).toHaveBeenCalledTimes(3);
   });
 });
 
@@ -329,7 +390,7 @@ describe('delivery handler: abandoned', () => {
     await t.handle(deliveryRecord({ attempt: 7 }));
     expect(t.send).not.toHaveBeenCalled();
     expect(t.attempts.recordAttempt).not.toHaveBeenCalled();
-    expect(t.attempts.finish).toHaveBeenCalledWith('tenant-a', 'del-1', 'abandoned', 'delivery lifetime exceeded');
+    expect(t.attempts.finish).toHaveBeenCalledWith(SERIES, 'abandoned', 'delivery lifetime exceeded', 6);
     expect(t.subscriptions.recordFailureDay).toHaveBeenCalledWith('tenant-a', 'sub-1', failureWindow(now, DAY), 10);
     expect(t.scheduleRetry).not.toHaveBeenCalled();
   });
@@ -338,12 +399,12 @@ describe('delivery handler: abandoned', () => {
     const t = setup({ results: [failed(null)], now: QUEUED_AT + DAY - 10_000, sendTakesMs: 30_000 });
     await t.handle(deliveryRecord({ attempt: 12 }));
     expect(t.attempts.recordAttempt).toHaveBeenCalledWith(
-      'tenant-a',
-      'del-1',
-      expect.objectContaining({ attempt: 12, statusCode: null }),
-      { status: 'abandoned', nextRetryAt: null },
+      SERIES,
+      expect.objectContaining({ attempt: 12, statusCode: null, errorMessage: 'no answer within 30000 ms' }),
+      // The attempt's own error stays the last error; why the delivery ended has its own field.
+      { status: 'abandoned', nextRetryAt: null, abandonReason: 'delivery lifetime exceeded' },
     );
-    expect(t.attempts.finish).toHaveBeenCalledWith('tenant-a', 'del-1', 'abandoned', 'delivery lifetime exceeded');
+    expect(t.attempts.finish).not.toHaveBeenCalled();
     expect(t.subscriptions.recordFailureDay).toHaveBeenCalledWith(
       'tenant-a',
       'sub-1',
@@ -357,7 +418,7 @@ describe('delivery handler: abandoned', () => {
     const t = setup({ subscription: subscription({ status: 'disabled', failureDays: 10 }) });
     await t.handle(deliveryRecord({ attempt: 3 }));
     expect(t.send).not.toHaveBeenCalled();
-    expect(t.attempts.finish).toHaveBeenCalledWith('tenant-a', 'del-1', 'abandoned', 'subscription disabled');
+    expect(t.attempts.finish).toHaveBeenCalledWith(SERIES, 'abandoned', 'subscription disabled', 2);
     expect(t.attempts.recordAttempt).not.toHaveBeenCalled();
     expect(t.scheduleRetry).not.toHaveBeenCalled();
     // Already disabled: abandoning its leftovers must not count further failure days.
@@ -369,7 +430,7 @@ describe('delivery handler: abandoned', () => {
     await t.handle(deliveryRecord());
     expect(t.subscriptions.get).toHaveBeenCalledWith('tenant-a', 'sub-1');
     expect(t.send).not.toHaveBeenCalled();
-    expect(t.attempts.finish).toHaveBeenCalledWith('tenant-a', 'del-1', 'abandoned', 'subscription deleted');
+    expect(t.attempts.finish).toHaveBeenCalledWith(SERIES, 'abandoned', 'subscription deleted', 0);
     expect(t.subscriptions.recordFailureDay).not.toHaveBeenCalled();
     expect(t.scheduleRetry).not.toHaveBeenCalled();
   });
@@ -383,12 +444,7 @@ describe('delivery handler: supersede', () => {
     await t.handle(deliveryRecord({ attempt: 2 }));
     expect(t.attempts.latestForEntity).toHaveBeenCalledWith('tenant-a', 'sub-1', 'po-1');
     expect(t.send).not.toHaveBeenCalled();
-    expect(t.attempts.finish).toHaveBeenCalledWith(
-      'tenant-a',
-      'del-1',
-      'superseded',
-      expect.stringContaining('del-newer'),
-    );
+    expect(t.attempts.finish).toHaveBeenCalledWith(SERIES, 'superseded', expect.stringContaining('del-newer'), 1);
     expect(t.attempts.recordAttempt).not.toHaveBeenCalled();
     expect(t.scheduleRetry).not.toHaveBeenCalled();
     expect(t.subscriptions.recordFailureDay).not.toHaveBeenCalled();
@@ -408,11 +464,14 @@ describe('delivery handler: supersede', () => {
     const t = setup({ subscription: collapsing(), latest: { deliveryId: 'del-newer' } });
     await t.handle(deliveryRecord({ deliveryId: 'del-replay', replayOf: 'del-1' }));
     expect(t.send).toHaveBeenCalledTimes(1);
-    expect(t.attempts.finish).not.toHaveBeenCalledWith('tenant-a', 'del-replay', 'superseded', expect.anything());
-    expect(t.attempts.recordAttempt).toHaveBeenCalledWith('tenant-a', 'del-replay', expect.anything(), {
-      status: 'acknowledged',
-      nextRetryAt: null,
-    });
+    expect(t.attempts.finish).not.toHaveBeenCalled();
+    expect(t.attempts.recordAttempt).toHaveBeenCalledWith(
+      { ...SERIES, deliveryId: 'del-replay' },
+      expect.anything(),
+      { status: 'acknowledged', nextRetryAt: null },
+      // A replay's first write carries the series' fixed fields: its row is whole whichever write lands first.
+      expect.objectContaining({ eventId: 'evt-1', replayOf: 'del-1', signature: 'c2lnbmF0dXJl' }),
+    );
   });
 
   it('does not look up the latest delivery when the subscription does not supersede', async () => {
@@ -444,8 +503,7 @@ describe('delivery handler: OAuth2', () => {
     expect(fetchToken).toHaveBeenCalledTimes(2);
     expect(t.attempts.recordAttempt).toHaveBeenCalledTimes(1);
     expect(t.attempts.recordAttempt).toHaveBeenCalledWith(
-      'tenant-a',
-      'del-1',
+      SERIES,
       expect.objectContaining({ attempt: 1, statusCode: 200 }),
       { status: 'acknowledged', nextRetryAt: null },
     );
@@ -457,8 +515,7 @@ describe('delivery handler: OAuth2', () => {
     await t.handle(deliveryRecord({ signature: null }));
     expect(t.send).toHaveBeenCalledTimes(2);
     expect(t.attempts.recordAttempt).toHaveBeenCalledWith(
-      'tenant-a',
-      'del-1',
+      SERIES,
       expect.objectContaining({ statusCode: 401 }),
       expect.objectContaining({ status: 'retrying' }),
     );
@@ -480,7 +537,7 @@ describe('delivery handler: OAuth2', () => {
     const t = setup({ subscription: oauthSubscription(), authHeaders });
     await expect(t.handle(deliveryRecord({ signature: null }))).resolves.toBeUndefined();
     expect(t.send).not.toHaveBeenCalled();
-    const [, , attempt, next] = t.attempts.recordAttempt.mock.calls[0]!;
+    const [, attempt, next] = t.attempts.recordAttempt.mock.calls[0]!;
     expect(attempt).toMatchObject({ attempt: 1, statusCode: null });
     expect(attempt.errorMessage).toContain('authentication failed');
     expect(attempt.errorMessage).toContain('token endpoint answered 500');
@@ -493,9 +550,43 @@ describe('delivery handler: OAuth2', () => {
     const t = setup({ subscription: oauthSubscription(), authHeaders, results: [failed(401), ok(200)] });
     await t.handle(deliveryRecord({ signature: null }));
     expect(t.send).toHaveBeenCalledTimes(1);
-    const [, , attempt, next] = t.attempts.recordAttempt.mock.calls[0]!;
+    const [, attempt, next] = t.attempts.recordAttempt.mock.calls[0]!;
     expect(attempt.statusCode).toBeNull();
     expect(attempt.errorMessage).toContain('idp down');
     expect(next.status).toBe('retrying');
+  });
+});
+
+describe('delivery handler: duplicates and poison', () => {
+  it.each<[string, SeriesState | undefined, boolean]>([
+    ['acknowledged', { status: 'acknowledged', attemptCount: 1 }, false],
+    ['abandoned', { status: 'abandoned', attemptCount: 3 }, false],
+    ['retrying (a dispatcher has it)', { status: 'retrying', attemptCount: 1 }, false],
+    ['queued, never attempted', { status: 'queued', attemptCount: 0 }, true],
+    ['not stored yet', undefined, true],
+  ])('a possible duplicate whose series is %s is sent: %s', async (_name, state, sent) => {
+    const t = setup({ state });
+    await t.handle({ ...deliveryRecord(), mayBeDuplicate: true });
+    expect(t.attempts.state).toHaveBeenCalledWith('tenant-a', 'del-1');
+    expect(t.send).toHaveBeenCalledTimes(sent ? 1 : 0);
+    if (!sent) expect(t.attempts.recordAttempt).not.toHaveBeenCalled();
+  });
+
+  it('reads no state for a record that cannot be a duplicate', async () => {
+    const t = setup();
+    await t.handle(deliveryRecord());
+    expect(t.attempts.state).not.toHaveBeenCalled();
+  });
+
+  it('abandons, without sending, a delivery whose subscription secrets no key opens (it would stall forever)', async () => {
+    const t = setup({ subscription: subscription({ secrets: {}, unreadableSecrets: 'key k9: unknown key id' }) });
+    await t.handle(deliveryRecord());
+    expect(t.send).not.toHaveBeenCalled();
+    expect(t.attempts.finish).toHaveBeenCalledWith(
+      SERIES,
+      'abandoned',
+      'subscription secrets unreadable: key k9: unknown key id',
+      0,
+    );
   });
 });

@@ -1,20 +1,22 @@
 import type { Attempt, DeliveryStatus } from '../core/deliveries/delivery.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import type { SeriesIdentity, SeriesRef, SeriesState } from '../core/deliveries/delivery-store.ts';
 import type { Logger } from '../core/log.ts';
 import type { DeliveryMetrics } from '../core/metrics.ts';
 import type { Subscription } from '../core/subscriptions/subscription.ts';
-import { decideFate, failureWindow } from './outcome.ts';
+import { decideFate, failureWindow, LIFETIME_EXCEEDED, nextHop } from './outcome.ts';
 import type { OutboundRequest, Sender } from './http-sender.ts';
 
 /** Where attempts and final states are written. */
 export interface AttemptLog {
   recordAttempt(
-    tenantId: string,
-    deliveryId: string,
+    series: SeriesRef,
     attempt: Attempt,
-    next: { status: DeliveryStatus; nextRetryAt: Date | null },
+    next: { status: DeliveryStatus; nextRetryAt: Date | null; abandonReason?: string | null },
+    identity?: SeriesIdentity,
   ): Promise<void>;
-  finish(tenantId: string, deliveryId: string, status: DeliveryStatus, errorMessage: string | null): Promise<void>;
+  finish(series: SeriesRef, status: DeliveryStatus, abandonReason: string, attemptsMade: number): Promise<void>;
+  state(tenantId: string, deliveryId: string): Promise<SeriesState | undefined>;
   latestForEntity(
     tenantId: string,
     subscriptionId: string,
@@ -50,42 +52,93 @@ export interface DeliveryHandlerDeps {
     autoDisableAfterDays: number;
   };
   now?: () => number;
+  /** Waits between two tries of a write that failed (tests make it instant). */
+  sleep?: (ms: number) => Promise<void>;
 }
 
-/** Handles one due delivery record: attempt it (or end it) and make the outcome durable before resolving. */
+/**
+ * Handles one due delivery record: attempt it (or end it) and make the outcome durable before resolving. Before the
+ * POST an error is thrown (nothing happened yet, the record is handled again); after it, each write that fails is
+ * retried on its own until it succeeds, so a store or broker hiccup never sends the receiver the same attempt again.
+ */
 export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: DeliveryRecord) => Promise<void> {
   const now = deps.now ?? Date.now;
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   const { settings, logger } = deps;
 
-  const abandon = async (record: DeliveryRecord, reason: string, subscription: Subscription | undefined) => {
-    await deps.attempts.finish(record.tenantId, record.deliveryId, 'abandoned', reason);
-    if (subscription && subscription.status === 'enabled') {
-      const window = failureWindow(now(), settings.failureDayMs);
-      await deps.subscriptions.recordFailureDay(
-        record.tenantId,
-        record.subscriptionId,
-        window,
-        settings.autoDisableAfterDays,
-      );
+  const durably = async (what: string, record: DeliveryRecord, write: () => Promise<unknown>): Promise<void> => {
+    for (let failures = 0; ; failures += 1) {
+      try {
+        await write();
+        return;
+      } catch (error) {
+        const delay = Math.min(200 * 2 ** failures, 10_000);
+        logger.error(
+          { ...logFields(record, 'pending', {}), err: error, retryInMs: delay },
+          `${what} failed; retrying it`,
+        );
+        await sleep(delay);
+      }
     }
+  };
+
+  const seriesOf = (record: DeliveryRecord): SeriesRef => ({
+    tenantId: record.tenantId,
+    deliveryId: record.deliveryId,
+    queuedAt: record.queuedAt,
+  });
+
+  /** Ends a series without an attempt; the last attempt's status code and error stay as they were. */
+  const abandon = async (record: DeliveryRecord, reason: string, subscription: Subscription | undefined) => {
+    await deps.attempts.finish(seriesOf(record), 'abandoned', reason, record.attempt - 1);
+    await countFailureDay(record, subscription);
     deps.metrics?.outcome('abandoned', undefined);
     logger.info(logFields(record, 'abandoned', { reason }), 'delivery abandoned');
   };
 
+  const countFailureDay = async (record: DeliveryRecord, subscription: Subscription | undefined) => {
+    if (!subscription || subscription.status !== 'enabled') return;
+    const window = failureWindow(now(), settings.failureDayMs);
+    await deps.subscriptions.recordFailureDay(
+      record.tenantId,
+      record.subscriptionId,
+      window,
+      settings.autoDisableAfterDays,
+    );
+  };
+
   return async (record) => {
+    if (record.mayBeDuplicate) {
+      // The event was routed again: a series already in a dispatcher's hands or finished is not sent twice.
+      const state = await deps.attempts.state(record.tenantId, record.deliveryId);
+      if (state && (state.status !== 'queued' || state.attemptCount >= record.attempt)) {
+        deps.metrics?.outcome('duplicate', undefined);
+        logger.info(logFields(record, 'duplicate', { status: state.status }), 'duplicate delivery record skipped');
+        return;
+      }
+    }
     const subscription = await deps.subscriptions.get(record.tenantId, record.subscriptionId);
     const deadline = record.queuedAt + settings.deliveryLifetimeMs;
     if (!subscription) return abandon(record, 'subscription deleted', undefined);
     if (subscription.status === 'disabled') return abandon(record, 'subscription disabled', undefined);
-    if (now() >= deadline) return abandon(record, 'delivery lifetime exceeded', subscription);
+    if (now() >= deadline) return abandon(record, LIFETIME_EXCEEDED, subscription);
+    if (record.expiryHop) {
+      const hop = nextHop(now(), deadline, settings.retryDelaysMs);
+      if (hop.kind === 'expire') await deps.scheduleRetry(hop.tier, { ...record, dueAt: hop.dueAt });
+      return;
+    }
+    if (subscription.unreadableSecrets) {
+      // A secret no configured key opens can never be used: retrying would stall the partition for nothing.
+      return abandon(record, `subscription secrets unreadable: ${subscription.unreadableSecrets}`, subscription);
+    }
     if (subscription.supersedePendingDeliveries && record.replayOf === null) {
       const latest = await deps.attempts.latestForEntity(record.tenantId, record.subscriptionId, record.entityId);
       if (latest && latest.deliveryId !== record.deliveryId) {
         await deps.attempts.finish(
-          record.tenantId,
-          record.deliveryId,
+          seriesOf(record),
           'superseded',
           `superseded by ${latest.deliveryId}`,
+          record.attempt - 1,
         );
         deps.metrics?.outcome('superseded', undefined);
         logger.info(logFields(record, 'superseded', { by: latest.deliveryId }), 'delivery superseded');
@@ -107,35 +160,63 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
       // A rejected token may have been revoked early: fetch a new one and try once more within this attempt.
       result = await attemptOnce(true);
     }
+
+    // From here on the attempt has happened: its outcome is written, never earned again by another POST.
     const fate = decideFate(result, record.attempt, now(), deadline, settings.retryDelaysMs);
     const attempt: Attempt = { attempt: record.attempt, at, ...result };
-    if (fate.kind !== 'abandoned') {
-      deps.metrics?.outcome(fate.kind === 'retry' ? 'retrying' : 'acknowledged', result.durationMs);
-    }
-    const logBase = logFields(record, fate.kind, { statusCode: result.statusCode, durationMs: result.durationMs });
+    const identity = record.replayOf === null ? undefined : identityOf(record);
+    const write = (next: { status: DeliveryStatus; nextRetryAt: Date | null; abandonReason?: string }) =>
+      durably('recording the attempt', record, () =>
+        identity
+          ? deps.attempts.recordAttempt(seriesOf(record), attempt, next, identity)
+          : deps.attempts.recordAttempt(seriesOf(record), attempt, next),
+      );
+    const logBase = logFields(record, fate.kind === 'expire' ? 'retrying' : fate.kind, {
+      statusCode: result.statusCode,
+      durationMs: result.durationMs,
+    });
 
     if (fate.kind === 'acknowledged') {
-      await deps.attempts.recordAttempt(record.tenantId, record.deliveryId, attempt, {
-        status: 'acknowledged',
-        nextRetryAt: null,
-      });
-      if (subscription.failureDays > 0)
-        await deps.subscriptions.resetFailureDays(record.tenantId, record.subscriptionId);
+      deps.metrics?.outcome('acknowledged', result.durationMs);
+      await write({ status: 'acknowledged', nextRetryAt: null });
+      if (subscription.failureDays > 0) {
+        await durably('resetting failure days', record, () =>
+          deps.subscriptions.resetFailureDays(record.tenantId, record.subscriptionId),
+        );
+      }
       logger.info(logBase, 'delivery acknowledged');
-    } else if (fate.kind === 'retry') {
-      await deps.attempts.recordAttempt(record.tenantId, record.deliveryId, attempt, {
-        status: 'retrying',
-        nextRetryAt: new Date(fate.dueAt),
-      });
-      await deps.scheduleRetry(fate.tier, { ...record, attempt: record.attempt + 1, dueAt: fate.dueAt });
-      logger.info({ ...logBase, error: result.errorMessage, nextRetryAt: new Date(fate.dueAt) }, 'delivery retrying');
+    } else if (fate.kind === 'retry' || fate.kind === 'expire') {
+      deps.metrics?.outcome('retrying', result.durationMs);
+      // An expiry hop makes no attempt: the series has no next retry, it waits for its deadline.
+      const nextRetryAt = fate.kind === 'retry' ? new Date(fate.dueAt) : null;
+      await write({ status: 'retrying', nextRetryAt });
+      const { expiryHop: _hop, mayBeDuplicate: _checked, ...series } = record;
+      const next = {
+        ...series,
+        attempt: record.attempt + 1,
+        dueAt: fate.dueAt,
+        ...(fate.kind === 'expire' ? { expiryHop: true } : {}),
+      };
+      await durably('scheduling the retry', record, () => deps.scheduleRetry(fate.tier, next));
+      logger.info({ ...logBase, error: result.errorMessage, nextRetryAt }, 'delivery retrying');
     } else {
-      await deps.attempts.recordAttempt(record.tenantId, record.deliveryId, attempt, {
-        status: 'abandoned',
-        nextRetryAt: null,
-      });
-      await abandon(record, fate.reason, subscription);
+      deps.metrics?.outcome('abandoned', result.durationMs);
+      await write({ status: 'abandoned', nextRetryAt: null, abandonReason: fate.reason });
+      await durably('counting the failure day', record, () => countFailureDay(record, subscription));
+      logger.info({ ...logBase, reason: fate.reason, error: result.errorMessage }, 'delivery abandoned');
     }
+  };
+}
+
+function identityOf(record: DeliveryRecord): SeriesIdentity {
+  return {
+    eventId: record.eventId,
+    eventType: record.eventType,
+    subscriptionId: record.subscriptionId,
+    entityId: record.entityId,
+    occurredAt: record.occurredAt,
+    replayOf: record.replayOf,
+    signature: record.signature,
   };
 }
 

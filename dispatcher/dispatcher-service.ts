@@ -1,8 +1,8 @@
 import { request } from 'undici';
 import { requireSecrets, type Config } from '../core/config.ts';
 import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
-import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
-import { ConsumerRunner, Publisher } from '../core/kafka.ts';
+import { EXPIRY_HOP_HEADER, MAY_BE_DUPLICATE_HEADER, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import { ConsumerRunner, PoisonRecordError, Publisher } from '../core/kafka.ts';
 import type { Logger } from '../core/log.ts';
 import type { Platform } from '../core/platform.ts';
 import { codecFor } from '../core/registry.ts';
@@ -45,14 +45,14 @@ export async function startDispatcher(
         subscriptionStore.recordFailureDay(tenantId, id, window, disableAt),
     },
     attempts: new DeliveryStore(platform.db, webhook.historyRetentionMs),
-    scheduleRetry: async (tier, record) =>
+    scheduleRetry: async (tier, { expiryHop, mayBeDuplicate: _checked, ...record }) =>
       publisher.publish([
         {
           topic: topics.retries[tier]!.topic,
           key: record.subscriptionId,
           value: await codec.encode(record),
           // The due time rides in a header so a tier can pause without decoding the record.
-          headers: { 'due-at': String(record.dueAt) },
+          headers: { 'due-at': String(record.dueAt), ...(expiryHop ? { [EXPIRY_HOP_HEADER]: '1' } : {}) },
         },
       ]),
     send,
@@ -93,8 +93,13 @@ export async function startDispatcher(
       return due === undefined ? undefined : Number(due);
     },
     handle: async (record) => {
-      if (!record.value) return;
-      await handle(await codec.decode(record.value));
+      if (!record.value) throw new PoisonRecordError('delivery record without a value');
+      const delivery = await codec.decode(record.value);
+      await handle({
+        ...delivery,
+        expiryHop: record.headers[EXPIRY_HOP_HEADER] === '1',
+        mayBeDuplicate: record.headers[MAY_BE_DUPLICATE_HEADER] === '1',
+      });
     },
   });
   await consumer.start();

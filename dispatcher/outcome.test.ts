@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decideFate, failureWindow, type AttemptResult } from './outcome.ts';
+import { decideFate, failureWindow, nextHop, type AttemptResult } from './outcome.ts';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -101,21 +101,39 @@ describe('decideFate', () => {
     });
   });
 
+  // Retry-tier head-of-line: a tier holds records in arrival order and pauses on its head, so every record in it must
+  // be due exactly its delay after it was written; a due time clipped to the deadline sat behind later-due records.
   it.each([
     ['30 s before the deadline, tier of 1 m', deadline - 30_000, 1],
     ['1 ms before the deadline', deadline - 1, 1],
     ['3 h before the deadline, tier of 4 h', deadline - 3 * HOUR, 9],
-  ])('clips the due time to the deadline: %s', (_name, now, attempt) => {
+    ['exactly one delay before the deadline', deadline - MINUTE, 1],
+  ])('never clips a due time: %s → no more attempts, an expiry hop due one tier delay later', (_name, now, attempt) => {
     const fate = decideFate(result(500), attempt, now, deadline, DELAYS);
-    expect(fate).toMatchObject({ kind: 'retry', dueAt: deadline });
+    expect(fate.kind).toBe('expire');
+    if (fate.kind !== 'expire') return;
+    expect(fate.dueAt).toBe(now + DELAYS[fate.tier]!);
   });
 
-  it('does not clip a retry that is due exactly at the deadline', () => {
-    expect(decideFate(result(500), 1, deadline - MINUTE, deadline, DELAYS)).toEqual({
-      kind: 'retry',
-      tier: 0,
-      dueAt: deadline,
-    });
+  it('hops toward the deadline through the longest tier that fits, and abandons within the shortest delay of it', () => {
+    for (const start of [deadline - 3 * HOUR - 17_000, deadline - 59 * MINUTE, deadline - 61_000, deadline - 1]) {
+      let now = start;
+      let hops = 0;
+      let fate = decideFate(result(500), 9, now, deadline, DELAYS);
+      while (fate.kind === 'expire') {
+        expect(fate.dueAt - now).toBe(DELAYS[fate.tier]);
+        // The longest delay that still lands at or before the deadline, or the shortest when none does.
+        const fits = DELAYS.filter((delay) => now + delay <= deadline);
+        expect(DELAYS[fate.tier]).toBe(fits.length > 0 ? Math.max(...fits) : Math.min(...DELAYS));
+        now = fate.dueAt;
+        fate = nextHop(now, deadline, DELAYS);
+        hops += 1;
+      }
+      expect(fate).toEqual({ kind: 'abandoned', reason: 'delivery lifetime exceeded' });
+      expect(now).toBeGreaterThanOrEqual(deadline);
+      expect(now - deadline).toBeLessThan(MINUTE);
+      expect(hops).toBeLessThan(12);
+    }
   });
 
   it.each([

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { Delivery, StoredEvent } from '../core/deliveries/delivery.ts';
+import type { Delivery, DeliveryStatus, StoredEvent } from '../core/deliveries/delivery.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import { buildEnvelope } from '../core/envelope.ts';
 import { deliveryIdFor } from '../core/ids.ts';
@@ -37,7 +37,10 @@ type Call =
   | { kind: 'publish'; records: DeliveryRecord[] };
 
 /** In-memory dependencies that log every call in order. */
-function fakes(subscriptions: Subscription[], options: { failStore?: boolean } = {}) {
+function fakes(
+  subscriptions: Subscription[],
+  options: { failStore?: boolean; routed?: Map<string, DeliveryStatus> } = {},
+) {
   const calls: Call[] = [];
   const deps: RouterDeps = {
     subscriptionsOf: async (tenantId) => {
@@ -45,6 +48,7 @@ function fakes(subscriptions: Subscription[], options: { failStore?: boolean } =
       return subscriptions;
     },
     store: {
+      routedBefore: async () => options.routed ?? new Map(),
       createDeliveries: async (storedEvent, deliveries, writeTime) => {
         calls.push({ kind: 'createDeliveries', event: storedEvent, deliveries, writeTime });
         if (options.failStore) throw new Error('cassandra unavailable');
@@ -180,6 +184,34 @@ describe('routeEvent', () => {
     expect(second).toEqual(first);
     const other = await routeEvent({ ...event, eventId: 'another-event' }, RECEIVED_AT, fakes(subs).deps);
     expect(other.map((r) => r.deliveryId)).not.toEqual(first.map((r) => r.deliveryId));
+  });
+
+  it('routed again: leaves a series a dispatcher took up alone, republishes a queued one as a possible duplicate', async () => {
+    const ids = ['done', 'retrying', 'queued', 'new'].map((id) => deliveryIdFor(event.eventId, id));
+    const routed = new Map<string, DeliveryStatus>([
+      [ids[0]!, 'acknowledged'],
+      [ids[1]!, 'retrying'],
+      [ids[2]!, 'queued'],
+    ]);
+    const { deps, calls } = fakes(
+      ['done', 'retrying', 'queued', 'new'].map((id) => subscription(id)),
+      { routed },
+    );
+    const records = await routeEvent(event, RECEIVED_AT, deps);
+    expect(records.map((record) => [record.subscriptionId, record.mayBeDuplicate ?? false])).toEqual([
+      ['queued', true],
+      ['new', false],
+    ]);
+    // Only the series never stored gets a row: a stored row is never written again.
+    const created = calls.find((call) => call.kind === 'createDeliveries');
+    expect(created?.kind === 'createDeliveries' && created.deliveries.map((d) => d.subscriptionId)).toEqual(['new']);
+  });
+
+  it('routed again with every series taken up: writes and publishes nothing', async () => {
+    const routed = new Map<string, DeliveryStatus>([[deliveryIdFor(event.eventId, 's1'), 'acknowledged']]);
+    const { deps, calls } = fakes([subscription('s1')], { routed });
+    expect(await routeEvent(event, RECEIVED_AT, deps)).toEqual([]);
+    expect(calls.map((call) => call.kind)).toEqual(['subscriptionsOf']);
   });
 
   it('writes the deliveries (and latest-for-entity marks) before publishing', async () => {

@@ -1,13 +1,15 @@
 import { buildEnvelope, signBody } from '../core/envelope.ts';
 import { matchesAny } from '../core/event-types.ts';
 import { deliveryIdFor } from '../core/ids.ts';
-import type { Delivery, StoredEvent } from '../core/deliveries/delivery.ts';
+import type { Delivery, DeliveryStatus, StoredEvent } from '../core/deliveries/delivery.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import type { Subscription } from '../core/subscriptions/subscription.ts';
 
 /** What the router needs to store deliveries. */
 export interface RoutingStore {
   createDeliveries(event: StoredEvent, deliveries: Delivery[], writeTime: number): Promise<void>;
+  /** The status of each of the event's deliveries already stored, if the event was routed before (else empty). */
+  routedBefore(tenantId: string, eventId: string, deliveryIds: string[]): Promise<Map<string, DeliveryStatus>>;
   markLatestForEntity(delivery: Delivery, writeTime: number): Promise<void>;
 }
 
@@ -21,7 +23,9 @@ export interface RouterDeps {
 
 /**
  * Expands one integration event into a delivery per matching enabled subscription of the event's tenant. The delivery
- * id is derived from (event, subscription), so routing the same event again after a crash repeats the same series.
+ * id is derived from (event, subscription), so routing the same event again (after a crash, or a producer publishing
+ * it twice) names the same series: one a dispatcher has already taken up is left alone, one still queued is published
+ * again marked as a possible duplicate (its first record may never have been sent), for the dispatcher to check.
  * `receivedAt` is the source record's timestamp: the queue time, stable across reprocessing.
  */
 export async function routeEvent(event: StoredEvent, receivedAt: number, deps: RouterDeps): Promise<DeliveryRecord[]> {
@@ -32,7 +36,12 @@ export async function routeEvent(event: StoredEvent, receivedAt: number, deps: R
       matchesAny(subscription.eventTypes, event.eventType),
   );
   if (subscriptions.length === 0) return [];
-  const records = subscriptions.map((subscription) => {
+  const routed = await deps.store.routedBefore(
+    event.tenantId,
+    event.eventId,
+    subscriptions.map((subscription) => deliveryIdFor(event.eventId, subscription.id)),
+  );
+  const all = subscriptions.map((subscription) => {
     const envelope = buildEnvelope(
       { ...event, subscriptionId: subscription.id },
       event.payload,
@@ -61,12 +70,22 @@ export async function routeEvent(event: StoredEvent, receivedAt: number, deps: R
       } satisfies DeliveryRecord,
     };
   });
-  const deliveries = records.map(({ record }) => queuedDelivery(record));
+  // Series a dispatcher has taken up (or finished) are not sent again; stored queued ones are, as possible duplicates.
+  const records = all
+    .filter(({ record }) => (routed.get(record.deliveryId) ?? 'queued') === 'queued')
+    .map(({ subscription, record }) =>
+      routed.has(record.deliveryId)
+        ? { subscription, record: { ...record, mayBeDuplicate: true } }
+        : { subscription, record },
+    );
+  if (records.length === 0) return [];
+  const fresh = records.filter(({ record }) => !routed.has(record.deliveryId));
+  const deliveries = fresh.map(({ record }) => queuedDelivery(record));
   // A payload over the limit is never embedded, so it is not kept either (it can be tens of megabytes).
   const kept = event.payload !== null && event.payload.length <= deps.payloadLimitBytes ? event.payload : null;
-  await deps.store.createDeliveries({ ...event, payload: kept }, deliveries, receivedAt);
+  if (deliveries.length > 0) await deps.store.createDeliveries({ ...event, payload: kept }, deliveries, receivedAt);
   await Promise.all(
-    records.map(({ subscription }, index) =>
+    fresh.map(({ subscription }, index) =>
       subscription.supersedePendingDeliveries ? deps.store.markLatestForEntity(deliveries[index]!, receivedAt) : null,
     ),
   );
@@ -87,6 +106,7 @@ export function queuedDelivery(record: DeliveryRecord): Delivery {
     attemptCount: 0,
     lastStatusCode: null,
     lastErrorMessage: null,
+    abandonReason: null,
     nextRetryAt: null,
     queuedAt: new Date(record.queuedAt),
     occurredAt: record.occurredAt,

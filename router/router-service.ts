@@ -1,6 +1,6 @@
 import type { Config } from '../core/config.ts';
 import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
-import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import { MAY_BE_DUPLICATE_HEADER, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import { ConsumerRunner, Publisher } from '../core/kafka.ts';
 import { createMetrics, serveMetrics } from '../core/metrics.ts';
 import type { Logger } from '../core/log.ts';
@@ -53,10 +53,11 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
         publish: async (records) =>
           publisher.publish(
             await Promise.all(
-              records.map(async (delivery) => ({
+              records.map(async ({ mayBeDuplicate, expiryHop: _none, ...delivery }) => ({
                 topic: topics.deliveries,
                 key: delivery.subscriptionId,
                 value: await deliveryCodec.encode(delivery),
+                headers: mayBeDuplicate ? { [MAY_BE_DUPLICATE_HEADER]: '1' } : undefined,
               })),
             ),
           ),

@@ -15,4 +15,15 @@ export interface DeliveryRecord {
   envelope: Buffer;
   signature: string | null;
   replayOf: string | null;
+  /**
+   * Transport flags, carried in Kafka headers rather than in the Avro record. `expiryHop`: the record carries no
+   * attempt, it only waits in a tier for the series' deadline. `mayBeDuplicate`: the series may have been sent before
+   * (its event was routed again), so its stored state is checked before sending.
+   */
+  expiryHop?: boolean;
+  mayBeDuplicate?: boolean;
 }
+
+/** Kafka headers of the transport flags of a DeliveryRecord. */
+export const EXPIRY_HOP_HEADER = 'expiry-hop';
+export const MAY_BE_DUPLICATE_HEADER = 'may-be-duplicate';

@@ -1,7 +1,29 @@
 import type { CassandraClient } from '../cassandra.ts';
 import type { Attempt, Delivery, DeliveryStatus, StoredEvent } from './delivery.ts';
+import { attemptWriteTime, finishWriteTime, queuedWriteTime } from './write-time.ts';
 
 const HOUR = 3_600_000;
+
+/** A delivery series as its writers address it: the queue time orders every write of its row (write-time.ts). */
+export interface SeriesRef {
+  tenantId: string;
+  deliveryId: string;
+  queuedAt: number;
+}
+
+/** The fields of a series that a replay's first write carries too, so its row is whole whichever write lands first. */
+export type SeriesIdentity = Pick<
+  Delivery,
+  'eventId' | 'eventType' | 'subscriptionId' | 'entityId' | 'occurredAt' | 'replayOf' | 'signature'
+>;
+
+/** The state of a series, as a dispatcher checks it before sending a record that may be a duplicate. */
+export interface SeriesState {
+  status: DeliveryStatus;
+  attemptCount: number;
+}
+
+const FINAL: ReadonlySet<DeliveryStatus> = new Set(['acknowledged', 'abandoned', 'superseded']);
 
 /** Cassandra store of events, deliveries, attempts and the history index tables. */
 export class DeliveryStore {
@@ -16,7 +38,8 @@ export class DeliveryStore {
 
   /**
    * Records an event and its new deliveries. `writeTime` (epoch ms) is derived from the source record so that routing
-   * the same event again rewrites identical cells with the same timestamp and never rolls back a later status update.
+   * the same event again rewrites identical cells; each delivery row is stamped from its own queue time (write-time.ts),
+   * below every later state, so it never rolls back a status update.
    */
   async createDeliveries(event: StoredEvent, deliveries: Delivery[], writeTime: number): Promise<void> {
     const options = { prepare: true as const, timestamp: writeTime * 1000 };
@@ -38,12 +61,12 @@ export class DeliveryStore {
         options,
       ),
     ];
-    for (const delivery of deliveries) writes.push(this.insertDelivery(delivery, options));
+    for (const delivery of deliveries) writes.push(this.insertDelivery(delivery));
     await Promise.all(writes);
   }
 
-  /** Writes a new delivery series (routing or replay) with its index rows. */
-  async insertDelivery(delivery: Delivery, options: { prepare: true; timestamp?: number } = { prepare: true }) {
+  /** Writes a new delivery series (routing or replay) with its index rows, stamped below any later state. */
+  async insertDelivery(delivery: Delivery) {
     const ttl = this.ttlSeconds;
     const { tenantId, id, queuedAt } = delivery;
     const hour = Math.floor(queuedAt.getTime() / HOUR);
@@ -90,17 +113,37 @@ export class DeliveryStore {
         params: [tenantId, delivery.eventId, queuedAt, id],
       },
     ];
-    await this.db.batch(queries, { ...options, logged: false });
+    await this.db.batch(queries, { prepare: true, logged: false, timestamp: queuedWriteTime(queuedAt.getTime()) });
   }
 
-  /** Records one attempt and the delivery's resulting state: both rows have the key (tenant, delivery), one request. */
+  /**
+   * Records one attempt and the delivery's resulting state: both rows have the key (tenant, delivery), one request.
+   * `identity` (replays) also writes the series' fixed fields, so the row is whole even if this lands before the API's.
+   */
   async recordAttempt(
-    tenantId: string,
-    deliveryId: string,
+    series: SeriesRef,
     attempt: Attempt,
-    next: { status: DeliveryStatus; nextRetryAt: Date | null },
+    next: { status: DeliveryStatus; nextRetryAt: Date | null; abandonReason?: string | null },
+    identity?: SeriesIdentity,
   ): Promise<void> {
     const ttl = this.ttlSeconds;
+    const { tenantId, deliveryId } = series;
+    const fixed = identity
+      ? {
+          columns: `, event_id = ?, event_type = ?, subscription_id = ?, entity_id = ?, occurred_at = ?, replay_of = ?,
+                  signature = ?, queued_at = ?`,
+          values: [
+            identity.eventId,
+            identity.eventType,
+            identity.subscriptionId,
+            identity.entityId,
+            identity.occurredAt,
+            identity.replayOf,
+            identity.signature,
+            new Date(series.queuedAt),
+          ],
+        }
+      : { columns: '', values: [] };
     await this.db.batch(
       [
         {
@@ -118,29 +161,71 @@ export class DeliveryStore {
         },
         {
           query: `UPDATE deliveries USING TTL ${ttl} SET status = ?, attempt_count = ?, last_status_code = ?,
-                  last_error_message = ?, next_retry_at = ? WHERE tenant_id = ? AND id = ?`,
+                  last_error_message = ?, next_retry_at = ?, abandon_reason = ?${fixed.columns}
+                  WHERE tenant_id = ? AND id = ?`,
           params: [
             next.status,
             attempt.attempt,
             attempt.statusCode,
             attempt.errorMessage,
             next.nextRetryAt,
+            next.abandonReason ?? null,
+            ...fixed.values,
             tenantId,
             deliveryId,
           ],
         },
       ],
-      { prepare: true, logged: false },
+      {
+        prepare: true,
+        logged: false,
+        timestamp: attemptWriteTime(series.queuedAt, attempt.attempt, FINAL.has(next.status)),
+      },
     );
   }
 
-  /** Ends a series without an attempt (abandoned at the deadline, superseded, subscription disabled). */
-  async finish(tenantId: string, deliveryId: string, status: DeliveryStatus, errorMessage: string | null) {
+  /**
+   * Ends a series without an attempt (abandoned at the deadline, superseded, subscription disabled) after
+   * `attemptsMade` attempts. The last attempt's status code and error stay; the reason has its own column.
+   */
+  async finish(series: SeriesRef, status: DeliveryStatus, abandonReason: string, attemptsMade: number) {
     await this.db.execute(
-      `UPDATE deliveries USING TTL ${this.ttlSeconds} SET status = ?, next_retry_at = null,
-        last_error_message = ? WHERE tenant_id = ? AND id = ?`,
-      [status, errorMessage, tenantId, deliveryId],
+      `UPDATE deliveries USING TTL ${this.ttlSeconds} SET status = ?, next_retry_at = null, abandon_reason = ?
+        WHERE tenant_id = ? AND id = ?`,
+      [status, abandonReason, series.tenantId, series.deliveryId],
+      { prepare: true, timestamp: finishWriteTime(series.queuedAt, attemptsMade) },
     );
+  }
+
+  /**
+   * The status of each of an event's deliveries already stored, when the event was routed before: one read of the
+   * event's row, and one of the deliveries only for an event seen again.
+   */
+  async routedBefore(tenantId: string, eventId: string, deliveryIds: string[]): Promise<Map<string, DeliveryStatus>> {
+    const seen = await this.db.execute('SELECT event_id FROM events WHERE tenant_id = ? AND event_id = ?', [
+      tenantId,
+      eventId,
+    ]);
+    if (seen.rowLength === 0 || deliveryIds.length === 0) return new Map();
+    const rows = await this.db.execute('SELECT id, status FROM deliveries WHERE tenant_id = ? AND id IN ?', [
+      tenantId,
+      deliveryIds,
+    ]);
+    return new Map(
+      rows.rows.filter((row) => row.status !== null).map((row) => [String(row.id), row.status as DeliveryStatus]),
+    );
+  }
+
+  /** The status and attempt count of a series, or undefined when it has no row. */
+  async state(tenantId: string, deliveryId: string): Promise<SeriesState | undefined> {
+    const row = (
+      await this.db.execute('SELECT status, attempt_count FROM deliveries WHERE tenant_id = ? AND id = ?', [
+        tenantId,
+        deliveryId,
+      ])
+    ).first();
+    if (!row || row.status === null) return undefined;
+    return { status: row.status as DeliveryStatus, attemptCount: Number(row.attempt_count ?? 0) };
   }
 
   /** Several deliveries of a tenant in one request (IN on the last partition key column), in the order of `ids`. */
@@ -270,6 +355,7 @@ function fromRow(row: Record<string, unknown>): Delivery {
     attemptCount: Number(row.attempt_count ?? 0),
     lastStatusCode: (row.last_status_code as number | null) ?? null,
     lastErrorMessage: (row.last_error_message as string | null) ?? null,
+    abandonReason: (row.abandon_reason as string | null) ?? null,
     nextRetryAt: (row.next_retry_at as Date | null) ?? null,
     queuedAt: row.queued_at as Date,
     occurredAt: String(row.occurred_at),

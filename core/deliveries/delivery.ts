@@ -11,7 +11,10 @@ export interface Delivery {
   status: DeliveryStatus;
   attemptCount: number;
   lastStatusCode: number | null;
+  /** The last attempt's transport error or HTTP status, as the receiver answered. */
   lastErrorMessage: string | null;
+  /** Why the series ended without success (lifetime exceeded, subscription disabled…); null otherwise. */
+  abandonReason?: string | null;
   nextRetryAt: Date | null;
   queuedAt: Date;
   occurredAt: string;

@@ -162,9 +162,18 @@ export class SubscriptionStore {
     const tenantId = String(row.tenant_id);
     const id = String(row.id);
     const sealed = row.secrets as Buffer | null;
-    const secrets: SubscriptionSecrets = sealed
-      ? (JSON.parse(open(this.keys, String(row.secrets_key_id), sealed, `${tenantId}/${id}`)) as SubscriptionSecrets)
-      : {};
+    let secrets: SubscriptionSecrets = {};
+    let unreadableSecrets: string | undefined;
+    try {
+      if (sealed) {
+        secrets = JSON.parse(
+          open(this.keys, String(row.secrets_key_id), sealed, `${tenantId}/${id}`),
+        ) as SubscriptionSecrets;
+      }
+    } catch (error) {
+      // One damaged row (or a key dropped too early) must not make the tenant's whole list unreadable.
+      unreadableSecrets = `key ${String(row.secrets_key_id)}: ${(error as Error).message}`;
+    }
     const lastWindow = row.last_failure_window as { toNumber(): number } | null;
     return {
       tenantId,
@@ -183,6 +192,7 @@ export class SubscriptionStore {
           }
         : null,
       secrets,
+      ...(unreadableSecrets === undefined ? {} : { unreadableSecrets }),
       supersedePendingDeliveries: row.supersede_pending_deliveries === true,
       description: (row.description as string | null) ?? null,
       status: row.status === 'disabled' ? 'disabled' : 'enabled',

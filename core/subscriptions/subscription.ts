@@ -20,6 +20,8 @@ export interface Subscription {
   apiKeyHeaderName: string | null;
   oauth2: { tokenUrl: string; clientId: string; audience: string | null; scope: string | null } | null;
   secrets: SubscriptionSecrets;
+  /** Why the sealed secrets could not be opened (unknown key, damaged data); its deliveries are abandoned. */
+  unreadableSecrets?: string;
   supersedePendingDeliveries: boolean;
   description: string | null;
   status: SubscriptionStatus;

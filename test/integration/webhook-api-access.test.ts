@@ -83,6 +83,7 @@ describe('webhook API: access', () => {
       queuedAt: new Date(Date.now() - 60_000).toISOString(),
       occurredAt: new Date(Date.now() - 61_000).toISOString(),
       replayOf: null,
+      abandonReason: null,
     };
     await api.gateway.deliveries.createDeliveries(
       {

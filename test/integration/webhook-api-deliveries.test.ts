@@ -70,6 +70,7 @@ function view(delivery: Delivery): DeliveryView {
     queuedAt: delivery.queuedAt.toISOString(),
     occurredAt: delivery.occurredAt,
     replayOf: delivery.replayOf,
+    abandonReason: delivery.abandonReason ?? null,
   };
 }
 
@@ -281,15 +282,14 @@ describe('webhook API: deliveries', () => {
       const second = new Date(Date.now() - 10_000);
       const retryAt = new Date(Date.now() + 120_000);
       const store = api.gateway.deliveries;
+      const series = { tenantId: tenantA, deliveryId: entry.id, queuedAt: entry.queuedAt.getTime() };
       await store.recordAttempt(
-        tenantA,
-        entry.id,
+        series,
         { attempt: 1, at: first, statusCode: null, errorMessage: 'timed out after 30000 ms', durationMs: 30_000 },
         { status: 'retrying', nextRetryAt: retryAt },
       );
       await store.recordAttempt(
-        tenantA,
-        entry.id,
+        series,
         { attempt: 2, at: second, statusCode: 503, errorMessage: 'HTTP 503', durationMs: 12 },
         { status: 'retrying', nextRetryAt: retryAt },
       );
@@ -436,6 +436,41 @@ describe('webhook API: deliveries', () => {
         expectProblem(await replay(replayed.id), 409);
       },
     );
+
+    it('replays exactly the bytes first sent, even after the payload limit was lowered (body and signature agree)', async () => {
+      // Routed when the limit was higher: the payload was embedded and signed. The gateway's limit is lower now.
+      const big = Buffer.from(
+        JSON.stringify({ id: 'po-8', note: 'x'.repeat(api.gateway.config.webhook.payloadLimitBytes) }),
+      );
+      const event: StoredEvent = {
+        tenantId: tenantA,
+        eventId: newId(),
+        eventType: VALIDATED,
+        occurredAt: new Date(Date.now() - 5_000).toISOString(),
+        entityId: 'po-8',
+        reference: 'PO-000008',
+        resourceUrl: '/CorePurchase/REST/PurchaseOrders/po-8',
+        payload: big,
+      };
+      const envelope = buildEnvelope({ ...event, subscriptionId: subA1.id }, big, big.length);
+      const secret = (await api.gateway.subscriptions.get(tenantA, subA1.id))!.secrets.hmacSecret!;
+      const original = delivery(tenantA, {
+        age: 4_000,
+        status: 'abandoned',
+        subscriptionId: subA1.id,
+        eventId: event.eventId,
+        entityId: event.entityId,
+        occurredAt: event.occurredAt,
+        signature: signBody(secret, envelope),
+      });
+      await api.gateway.deliveries.createDeliveries(event, [original], Date.now());
+
+      const answer = await replay(original.id);
+      expect(answer.status, answer.text).toBe(202);
+      const published = await waitFor(() => records.get(answer.body.id as string), 'the replay on the topic');
+      expect(Buffer.compare(published.record.envelope, envelope)).toBe(0);
+      expect(published.record.signature).toBe(signBody(secret, published.record.envelope));
+    });
 
     it.each(['queued', 'retrying'] as const)(
       'answers 409 while the delivery is %s, creating nothing',

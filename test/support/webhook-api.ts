@@ -50,6 +50,7 @@ export interface DeliveryView {
   queuedAt: string;
   occurredAt: string;
   replayOf: string | null;
+  abandonReason: string | null;
   attempts?: {
     attempt: number;
     at: string;

@@ -1,0 +1,113 @@
+// Contract of the Cassandra delivery store: a delivery's row moves only forward, whatever the clocks of the hosts
+// that write it, and a finished delivery stays finished.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectCassandra, type CassandraClient } from '../../core/cassandra.ts';
+import { loadConfig } from '../../core/config.ts';
+import type { Delivery } from '../../core/deliveries/delivery.ts';
+import { DeliveryStore } from '../../core/deliveries/delivery-store.ts';
+import { testEnv } from '../support/harness.ts';
+
+describe('DeliveryStore', () => {
+  let db: CassandraClient;
+  let store: DeliveryStore;
+
+  beforeAll(async () => {
+    const config = loadConfig(testEnv());
+    db = await connectCassandra(config);
+    store = new DeliveryStore(db, config.webhook.historyRetentionMs);
+  });
+  afterAll(() => db?.shutdown());
+
+  const queued = (queuedAt: number): Delivery => ({
+    tenantId: `tenant-${randomUUID().slice(0, 8)}`,
+    id: randomUUID(),
+    eventId: randomUUID(),
+    eventType: 'purchaseOrder.validated',
+    subscriptionId: randomUUID(),
+    entityId: randomUUID(),
+    status: 'queued',
+    attemptCount: 0,
+    lastStatusCode: null,
+    lastErrorMessage: null,
+    nextRetryAt: null,
+    queuedAt: new Date(queuedAt),
+    occurredAt: new Date(queuedAt).toISOString(),
+    replayOf: null,
+    signature: null,
+    abandonReason: null,
+  });
+
+  const seriesOf = (delivery: Delivery) => ({
+    tenantId: delivery.tenantId,
+    deliveryId: delivery.id,
+    queuedAt: delivery.queuedAt.getTime(),
+  });
+
+  /** What the router writes for a new delivery, stamped as the router stamps it. */
+  const route = (delivery: Delivery) =>
+    store.createDeliveries(
+      {
+        tenantId: delivery.tenantId,
+        eventId: delivery.eventId,
+        eventType: delivery.eventType,
+        occurredAt: delivery.occurredAt,
+        entityId: delivery.entityId,
+        reference: null,
+        resourceUrl: `/CorePurchase/REST/PurchaseOrders/${delivery.entityId}`,
+        payload: Buffer.from('{}'),
+      },
+      [delivery],
+      delivery.queuedAt.getTime(),
+    );
+
+  it('clock skew: an attempt recorded by a dispatcher whose clock is an hour behind the router still lands', async () => {
+    // The router's clock is an hour ahead of this (the dispatcher's) host.
+    const delivery = queued(Date.now() + 3_600_000);
+    await route(delivery);
+    await store.recordAttempt(
+      seriesOf(delivery),
+      { attempt: 1, at: new Date(), statusCode: 204, errorMessage: null, durationMs: 3 },
+      { status: 'acknowledged', nextRetryAt: null },
+    );
+    expect(await store.get(delivery.tenantId, delivery.id)).toMatchObject({ status: 'acknowledged', attemptCount: 1 });
+  });
+
+  it('a finished delivery stays finished: a later duplicate of an attempt that fails cannot reopen it', async () => {
+    const delivery = queued(Date.now() - 1_000);
+    await route(delivery);
+    await store.recordAttempt(
+      seriesOf(delivery),
+      { attempt: 1, at: new Date(), statusCode: 204, errorMessage: null, durationMs: 3 },
+      { status: 'acknowledged', nextRetryAt: null },
+    );
+    // The router routes the event again after a restart, and the duplicate attempt fails.
+    await route(delivery);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await store.recordAttempt(
+      seriesOf(delivery),
+      { attempt: 1, at: new Date(), statusCode: 500, errorMessage: 'HTTP 500', durationMs: 3 },
+      { status: 'retrying', nextRetryAt: new Date(Date.now() + 60_000) },
+    );
+    expect(await store.get(delivery.tenantId, delivery.id)).toMatchObject({ status: 'acknowledged', attemptCount: 1 });
+  });
+
+  it('abandonment hides the cause no more: the last attempt keeps its status code and error, the reason has its own field', async () => {
+    const delivery = queued(Date.now() - 1_000);
+    await route(delivery);
+    await store.recordAttempt(
+      seriesOf(delivery),
+      { attempt: 1, at: new Date(), statusCode: 500, errorMessage: 'HTTP 500', durationMs: 3 },
+      { status: 'retrying', nextRetryAt: null },
+    );
+    await store.finish(seriesOf(delivery), 'abandoned', 'delivery lifetime exceeded', 1);
+    expect(await store.get(delivery.tenantId, delivery.id)).toMatchObject({
+      status: 'abandoned',
+      attemptCount: 1,
+      lastStatusCode: 500,
+      lastErrorMessage: 'HTTP 500',
+      abandonReason: 'delivery lifetime exceeded',
+      nextRetryAt: null,
+    });
+  });
+});
