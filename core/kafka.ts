@@ -61,9 +61,26 @@ export function createKafka(brokers: string[], clientId: string, logger: Logger)
   });
 }
 
+/**
+ * Bytes of records one produce request carries at most. The broker refuses a record batch above `message.max.bytes`
+ * (1 MiB by default, per partition) and then fails every caller merged into it; staying under it whatever the callers
+ * send keeps one large caller from failing the others. A single larger record still goes (alone) to a topic that
+ * accepts it.
+ */
+export const MAX_REQUEST_BYTES = 900 * 1024;
+/** Records one produce request carries at most. */
+const MAX_REQUEST_RECORDS = 2_000;
+
+/** A caller of publish(): resolved once all its records are acknowledged, rejected if any request failed. */
+interface PublishCall {
+  remaining: number;
+  error?: unknown;
+  done: (error?: unknown) => void;
+}
+
 /** Publishes records with an idempotent producer and acks=all, batching concurrent calls into one request. */
 export class Publisher {
-  private pending: { records: OutgoingRecord[]; done: (error?: unknown) => void }[] = [];
+  private pending: { record: OutgoingRecord; call: PublishCall }[] = [];
   private sending: Promise<void> | undefined;
 
   private constructor(private readonly producer: Producer) {}
@@ -86,7 +103,11 @@ export class Publisher {
   publish(records: OutgoingRecord[]): Promise<void> {
     if (records.length === 0) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      this.pending.push({ records, done: (error) => (error ? reject(error) : resolve()) });
+      const call: PublishCall = {
+        remaining: records.length,
+        done: (error) => (error ? reject(error) : resolve()),
+      };
+      for (const record of records) this.pending.push({ record, call });
       if (!this.sending) this.sending = this.drain();
     });
   }
@@ -98,25 +119,45 @@ export class Publisher {
 
   private async drain(): Promise<void> {
     while (this.pending.length > 0) {
-      const batch = this.pending.splice(0, 500);
+      // Records in arrival order up to the request's byte and count caps; at least one, however large.
+      let bytes = 0;
+      let count = 0;
+      while (count < this.pending.length && count < MAX_REQUEST_RECORDS) {
+        const size = recordBytes(this.pending[count]!.record);
+        if (count > 0 && bytes + size > MAX_REQUEST_BYTES) break;
+        bytes += size;
+        count += 1;
+      }
+      const batch = this.pending.splice(0, count);
       const byTopic = new Map<string, { key: string; value: Buffer | null; headers?: IHeaders }[]>();
-      for (const record of batch.flatMap((entry) => entry.records)) {
+      for (const { record } of batch) {
         const messages = byTopic.get(record.topic) ?? [];
         messages.push({ key: record.key, value: record.value, headers: record.headers });
         byTopic.set(record.topic, messages);
       }
+      let failure: unknown;
       try {
         await this.producer.sendBatch({
           acks: -1,
           topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
         });
-        for (const entry of batch) entry.done();
       } catch (error) {
-        for (const entry of batch) entry.done(error);
+        failure = error;
+      }
+      for (const { call } of batch) {
+        if (failure !== undefined) call.error ??= failure;
+        if (--call.remaining === 0) call.done(call.error);
       }
     }
     this.sending = undefined;
   }
+}
+
+/** What a record weighs in a produce request (key, value, headers, and the per-record framing). */
+function recordBytes(record: OutgoingRecord): number {
+  let size = 64 + Buffer.byteLength(record.key) + (record.value?.length ?? 0);
+  for (const [name, value] of Object.entries(record.headers ?? {})) size += name.length + Buffer.byteLength(value);
+  return size;
 }
 
 /** What a handler wants done with a record it was handed. */

@@ -26,7 +26,8 @@ export async function startDispatcher(
   const metricsServer = await serveMetrics(metrics.registry, config.gateway.host, config.metricsPort);
   const { webhook } = config;
   const allowed = parseCidrs(webhook.allowedCidrs);
-  const agent = createGuardedAgent(allowed, webhook.attemptTimeoutMs);
+  const { connectionsPerOrigin } = config.dispatcher;
+  const agent = createGuardedAgent(allowed, webhook.attemptTimeoutMs, connectionsPerOrigin);
   const subscriptionStore = new SubscriptionStore(platform.db, requireSecrets(config));
   const cache = new SubscriptionCache(
     (tenantId) => subscriptionStore.listByTenant(tenantId),
@@ -35,7 +36,7 @@ export async function startDispatcher(
   const codec = await codecFor<DeliveryRecord>(platform.registry, 'delivery', topics.deliveries);
   for (const tier of topics.retries) await codecFor<DeliveryRecord>(platform.registry, 'delivery', tier.topic);
   const publisher = await Publisher.connect(platform.kafka);
-  const send = createSender(agent, allowed, webhook.attemptTimeoutMs);
+  const send = createSender(agent, allowed, webhook.attemptTimeoutMs, connectionsPerOrigin);
 
   const handle = createDeliveryHandler({
     subscriptions: {

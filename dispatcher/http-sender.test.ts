@@ -223,6 +223,25 @@ describe('createSender against a real receiver', () => {
     expect(written).toBeLessThan(10 * 1024 * 1024);
   });
 
+  // Connection pool and timeout: the attempt timer used to start before undici had a connection for the request, so
+  // many subscriptions on one host got false "no answer" failures while queued behind each other for a connection.
+  it('requests beyond the connection pool of a host wait for a connection without their attempt timer running', async () => {
+    const pool = 64;
+    const server = await track(
+      await receiver((_req, res) => {
+        setTimeout(() => res.writeHead(204).end(), (TIMEOUT_MS * 2) / 3);
+      }),
+    );
+    const pooled = await track(createGuardedAgent(LOOPBACK, TIMEOUT_MS, pool));
+    const sendPooled = createSender(pooled, LOOPBACK, TIMEOUT_MS, pool);
+    const results = await Promise.all(
+      Array.from({ length: pool * 3 }, () => sendPooled({ url: server.url, headers, body })),
+    );
+    expect(results.filter((result) => result.statusCode !== 204)).toEqual([]);
+    // Each attempt's duration is its own request, not the wait for a connection.
+    expect(Math.max(...results.map((result) => result.durationMs))).toBeLessThan(TIMEOUT_MS);
+  });
+
   it('a refused connection is a failed attempt with an error, not an exception', async () => {
     const server = await receiver(() => undefined);
     const url = server.url;

@@ -18,7 +18,7 @@ export type Sender = (outbound: OutboundRequest) => Promise<AttemptResult>;
  * An undici agent with keep-alive pools per origin whose DNS lookup refuses blocked addresses, so the address actually
  * connected to passes the SSRF rules at connect time (DNS rebinding).
  */
-export function createGuardedAgent(allowed: Cidr[], connectTimeoutMs: number): Agent {
+export function createGuardedAgent(allowed: Cidr[], connectTimeoutMs: number, connectionsPerOrigin = 128): Agent {
   const lookup = (
     hostname: string,
     options: object,
@@ -36,20 +36,44 @@ export function createGuardedAgent(allowed: Cidr[], connectTimeoutMs: number): A
   return new Agent({
     connect: { lookup, timeout: connectTimeoutMs },
     keepAliveTimeout: 30_000,
-    connections: 64,
+    connections: connectionsPerOrigin,
     pipelining: 1,
   });
 }
 
-/** POSTs with a whole-attempt deadline; redirects are failures; the response body is drained, never read. */
-export function createSender(dispatcher: Dispatcher, allowed: Cidr[], timeoutMs: number): Sender {
+/**
+ * POSTs with a whole-attempt deadline; redirects are failures; the response body is drained, never read. At most
+ * `connectionsPerOrigin` requests per origin are handed to the agent (whose pool has that many connections): the rest
+ * wait here, before their attempt timer starts, so a queue for a busy host never turns into false "no answer" failures.
+ */
+export function createSender(
+  dispatcher: Dispatcher,
+  allowed: Cidr[],
+  timeoutMs: number,
+  connectionsPerOrigin = 128,
+): Sender {
+  const origins = new Map<string, { active: number; waiting: (() => void)[] }>();
+  const acquire = async (origin: string) => {
+    const slot = origins.get(origin) ?? { active: 0, waiting: [] };
+    origins.set(origin, slot);
+    if (slot.active < connectionsPerOrigin) slot.active += 1;
+    else await new Promise<void>((resolve) => slot.waiting.push(resolve)); // the releaser hands its place over
+    return () => {
+      const next = slot.waiting.shift();
+      if (next) next();
+      else if (--slot.active === 0) origins.delete(origin);
+    };
+  };
+
   return async ({ url, headers, body }) => {
-    const started = performance.now();
-    const elapsed = () => Math.round(performance.now() - started);
-    const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+    const target = new URL(url);
+    const host = target.hostname.replace(/^\[|\]$/g, '');
     // A literal IP never goes through DNS lookup: check it here.
     const literalBlock = isIP(host) ? blockedReason(host, allowed) : undefined;
     if (literalBlock) return { statusCode: null, errorMessage: `blocked address: ${literalBlock}`, durationMs: 0 };
+    const release = await acquire(target.origin);
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
     const signal = AbortSignal.timeout(timeoutMs);
     try {
       const response = await request(url, {
@@ -65,6 +89,8 @@ export function createSender(dispatcher: Dispatcher, allowed: Cidr[], timeoutMs:
       return { statusCode: response.statusCode, errorMessage: errorFor(response.statusCode), durationMs: elapsed() };
     } catch (error) {
       return { statusCode: null, errorMessage: describe(error, timeoutMs), durationMs: elapsed() };
+    } finally {
+      release();
     }
   };
 }
