@@ -49,6 +49,45 @@ const idParams = {
   properties: { id: { type: 'string', minLength: 1, maxLength: 64 } },
 } as const;
 
+const nullable = (type: string, extra: Record<string, unknown> = {}) => ({ type: [type, 'null'], ...extra }) as const;
+
+/** A delivery series in the history (DESIGN §7); also the response schema, so the OpenAPI document shows it. */
+const deliverySchema = {
+  type: 'object',
+  required: ['id', 'eventId', 'eventType', 'subscriptionId', 'status', 'attemptCount', 'queuedAt'],
+  properties: {
+    id: { type: 'string' },
+    eventId: { type: 'string' },
+    eventType: { type: 'string' },
+    subscriptionId: { type: 'string' },
+    entityId: { type: 'string' },
+    status: { type: 'string', enum: ['queued', 'retrying', 'acknowledged', 'abandoned', 'superseded'] },
+    attemptCount: { type: 'integer' },
+    lastStatusCode: nullable('integer', { description: "the last attempt's HTTP status; null when no answer came" }),
+    lastErrorMessage: nullable('string', {
+      description: "the last attempt's error (the receiver's answer or transport)",
+    }),
+    nextRetryAt: nullable('string', { format: 'date-time' }),
+    queuedAt: { type: 'string', format: 'date-time' },
+    occurredAt: { type: 'string' },
+    replayOf: nullable('string'),
+    abandonReason: nullable('string', {
+      description: 'why the delivery ended without success (lifetime exceeded, subscription disabled or deleted…)',
+    }),
+  },
+} as const;
+
+const attemptSchema = {
+  type: 'object',
+  properties: {
+    attempt: { type: 'integer' },
+    at: { type: 'string', format: 'date-time' },
+    statusCode: nullable('integer'),
+    errorMessage: nullable('string'),
+    durationMs: { type: 'integer' },
+  },
+} as const;
+
 /** The webhook API under /CoreWebhook/REST/Webhooks (register inside a context that has the auth plugin). */
 export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (app, options) => {
   const { subscriptions, deliveries, catalogue } = options;
@@ -204,7 +243,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
 
   app.post<{ Params: { id: string } }>(
     '/Deliveries/:id/replay',
-    { schema: { tags: ['Deliveries'], params: idParams } },
+    { schema: { tags: ['Deliveries'], params: idParams, response: { 202: deliverySchema } } },
     async (request, reply) => {
       const { tenantId } = request.principal;
       const original = await deliveries.get(tenantId, request.params.id);
@@ -271,6 +310,12 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
             cursor: { type: 'string', minLength: 1, maxLength: 500 },
           },
         },
+        response: {
+          200: {
+            type: 'object',
+            properties: { items: { type: 'array', items: deliverySchema }, nextCursor: nullable('string') },
+          },
+        },
       },
     },
     async (request) => {
@@ -285,7 +330,18 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
 
   app.get<{ Params: { id: string } }>(
     '/Deliveries/:id',
-    { schema: { tags: ['Deliveries'], params: idParams } },
+    {
+      schema: {
+        tags: ['Deliveries'],
+        params: idParams,
+        response: {
+          200: {
+            ...deliverySchema,
+            properties: { ...deliverySchema.properties, attempts: { type: 'array', items: attemptSchema } },
+          },
+        },
+      },
+    },
     async (request) => {
       const { tenantId } = request.principal;
       const delivery = await deliveries.get(tenantId, request.params.id);

@@ -157,7 +157,14 @@ describe('delivery engine', () => {
     const [eventId] = await events.publish([{ tenantId: 'tenant-a', eventType: 'purchaseOrder.validated' }]);
 
     const abandoned = await deliveryWithStatus('tenant-a', subscription.id, 'abandoned', 30_000);
-    expect(abandoned).toMatchObject({ eventId, lastStatusCode: 503 });
+    // Abandonment hides the cause no more: the receiver's answer stays the last error, the reason has its own field.
+    expect(abandoned).toMatchObject({
+      eventId,
+      lastStatusCode: 503,
+      lastErrorMessage: 'HTTP 503',
+      abandonReason: 'delivery lifetime exceeded',
+      nextRetryAt: null,
+    });
     const queuedAt = Date.parse(String(abandoned.queuedAt));
     const attemptTimes = target.received.map((request) => request.at);
     expect(attemptTimes.length).toBeGreaterThanOrEqual(4);
@@ -216,7 +223,11 @@ describe('delivery engine', () => {
     expect(disabled.body).toMatchObject({ status: 'disabled' });
     const attemptsBefore = target.received.length;
     const abandoned = await deliveryWithStatus('tenant-b', subscription.id, 'abandoned');
-    expect(abandoned).toMatchObject({ id: retrying.id, lastErrorMessage: 'subscription disabled' });
+    expect(abandoned).toMatchObject({
+      id: retrying.id,
+      abandonReason: 'subscription disabled',
+      lastErrorMessage: 'HTTP 500',
+    });
     expect(target.received.length).toBeLessThanOrEqual(attemptsBefore + 1); // at most one attempt already under way
   });
 

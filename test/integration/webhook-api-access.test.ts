@@ -356,6 +356,28 @@ describe('webhook API: access', () => {
       );
     });
 
+    it('documents a delivery with its abandonReason apart from the last error', async () => {
+      const document = (await documentAt('/CoreWebhook/openapi.json')) as unknown as {
+        paths: Record<
+          string,
+          Record<
+            string,
+            {
+              responses: Record<
+                string,
+                { content: Record<string, { schema: { properties: Record<string, unknown> } }> }
+              >;
+            }
+          >
+        >;
+      };
+      const one = document.paths['/CoreWebhook/REST/Webhooks/Deliveries/{id}']!.get!.responses['200']!;
+      const properties = one.content['application/json']!.schema.properties;
+      expect(Object.keys(properties)).toEqual(
+        expect.arrayContaining(['lastStatusCode', 'lastErrorMessage', 'abandonReason', 'attempts']),
+      );
+    });
+
     it('describes only the purchase API operations in its own document, each requiring a bearer token', async () => {
       const document = await documentAt('/CorePurchase/openapi.json');
       expect(document.info.title).toMatch(/Purchase/);
