@@ -96,7 +96,7 @@ async function main(): Promise<void> {
   launch('router', 'router/main.ts');
   launch('dispatcher', 'dispatcher/main.ts');
   await waitForHttp(`${config.auth.url}/.well-known/jwks.json`, 'identity provider', 60_000, idp.exited);
-  await waitForHttp(`${config.gateway.baseUrl}/health`, 'gateway', 90_000, gateway.exited);
+  await waitForHttp(`${config.gateway.baseUrl}/ready`, 'gateway', 90_000, gateway.exited);
 
   const base = config.gateway.baseUrl;
   console.log(`

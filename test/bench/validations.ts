@@ -110,7 +110,7 @@ const eventAt = new Map<string, number>();
 let duplicates = 0;
 
 try {
-  await waitForHttp(`${config.gateway.baseUrl}/health`, 'gateway', 60_000, gateway.exited);
+  await waitForHttp(`${config.gateway.baseUrl}/ready`, 'gateway', 60_000, gateway.exited);
   const joined = new Promise<void>((resolve) => consumer.on(consumer.events.GROUP_JOIN, () => resolve()));
   await consumer.connect();
   await consumer.subscribe({ topics: [topicNames(config).purchaseEvents], fromBeginning: true });
