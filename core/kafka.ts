@@ -21,6 +21,11 @@ export interface ConsumedRecord {
   value: Buffer | null;
   headers: Record<string, string>;
   timestamp: number;
+  /**
+   * The record was already in its partition when this member was given the partition: a previous owner may have
+   * handled it (it died or left before committing), so a handler may check what was done before acting again.
+   */
+  redelivered?: boolean;
 }
 
 /**
@@ -199,6 +204,8 @@ export class ConsumerRunner {
   private inFlight = 0;
   private readonly lanes = new Map<string, Lane>();
   private readonly trackers = new Map<string, OffsetTracker>();
+  /** Per partition, its high watermark at the first fetch since joining: offsets below it may be redelivered. */
+  private readonly assignedAt = new Map<string, bigint>();
   /** Woken whenever a record finishes: readers waiting for buffer room. */
   private readonly roomWaiters: (() => void)[] = [];
   /** Records whose lane admitted them, waiting for one of the maxInFlight slots, first come first served. */
@@ -235,7 +242,10 @@ export class ConsumerRunner {
     });
     this.consumer = consumer;
     // A new generation starts from the committed offsets: forget what the previous one tracked.
-    consumer.on(consumer.events.GROUP_JOIN, () => this.trackers.clear());
+    consumer.on(consumer.events.GROUP_JOIN, () => {
+      this.trackers.clear();
+      this.assignedAt.clear();
+    });
     // kafkajs restarts a consumer after a retriable crash by itself; one it will not restart must not go unnoticed.
     consumer.on(consumer.events.CRASH, ({ payload }) => {
       this.options.logger.error({ err: payload.error, restart: payload.restart, groupId }, 'consumer crashed');
@@ -249,9 +259,17 @@ export class ConsumerRunner {
       partitionsConsumedConcurrently: 4,
       eachBatch: async ({ batch, resolveOffset, heartbeat, pause, isRunning, isStale }) => {
         this.options.metrics?.lag(batch.topic, batch.partition, Number(batch.offsetLag()));
+        // The partition's end when this member first fetched it after joining: what lies before may have been handled.
+        const partitionKey = `${batch.topic}\u0000${batch.partition}`;
+        let boundary = this.assignedAt.get(partitionKey);
+        if (boundary === undefined) {
+          boundary = BigInt(batch.highWatermark);
+          this.assignedAt.set(partitionKey, boundary);
+        }
         for (const message of batch.messages) {
           if (!isRunning() || isStale() || this.stopping) return;
           const record = toRecord(batch.topic, batch.partition, message);
+          record.redelivered = BigInt(message.offset) < boundary;
           const due = this.options.dueAt?.(record);
           if (due !== undefined && due > Date.now()) {
             // Leave the record unresolved so the fetch resumes from it, and wake the partition when it is due.

@@ -563,6 +563,11 @@ describe('delivery handler: duplicates and poison', () => {
     ['abandoned', { status: 'abandoned', attemptCount: 3 }, false],
     ['retrying (a dispatcher has it)', { status: 'retrying', attemptCount: 1 }, false],
     ['queued, never attempted', { status: 'queued', attemptCount: 0 }, true],
+    [
+      'retrying with this attempt not made yet (a retry record redelivered)',
+      { status: 'retrying', attemptCount: 0 },
+      true,
+    ],
     ['not stored yet', undefined, true],
   ])('a possible duplicate whose series is %s is sent: %s', async (_name, state, sent) => {
     const t = setup({ state });

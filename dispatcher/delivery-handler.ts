@@ -24,6 +24,8 @@ export interface AttemptLog {
   ): Promise<{ deliveryId: string } | undefined>;
 }
 
+const FINAL: ReadonlySet<DeliveryStatus> = new Set(['acknowledged', 'abandoned', 'superseded']);
+
 /** Moves a failed delivery to a retry tier; resolves once Kafka acknowledged it. */
 export type RetryScheduler = (tier: number, record: DeliveryRecord) => Promise<void>;
 
@@ -109,9 +111,9 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
 
   return async (record) => {
     if (record.mayBeDuplicate) {
-      // The event was routed again: a series already in a dispatcher's hands or finished is not sent twice.
+      // Routed again, or redelivered after a rebalance: a finished series, or an attempt already made, is not repeated.
       const state = await deps.attempts.state(record.tenantId, record.deliveryId);
-      if (state && (state.status !== 'queued' || state.attemptCount >= record.attempt)) {
+      if (state && (FINAL.has(state.status) || state.attemptCount >= record.attempt)) {
         deps.metrics?.outcome('duplicate', undefined);
         logger.info(logFields(record, 'duplicate', { status: state.status }), 'duplicate delivery record skipped');
         return;

@@ -99,7 +99,8 @@ export async function startDispatcher(
       await handle({
         ...delivery,
         expiryHop: record.headers[EXPIRY_HOP_HEADER] === '1',
-        mayBeDuplicate: record.headers[MAY_BE_DUPLICATE_HEADER] === '1',
+        // Redelivered after a rebalance (a previous owner may have sent it), or marked by the router.
+        mayBeDuplicate: record.redelivered === true || record.headers[MAY_BE_DUPLICATE_HEADER] === '1',
       });
     },
   });

@@ -1,8 +1,12 @@
 import type { Logger } from '../core/log.ts';
 import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts';
 
-/** Publishes one outbox row; resolves only once the broker acknowledged it (acks=all). */
-export type PublishEvent = (row: OutboxRow) => Promise<void>;
+/**
+ * Publishes one outbox row; resolves only once the broker acknowledged it (acks=all). `mayBeDuplicate` marks a row
+ * published by the sweep, which another process (or this one, before a crash) may have published already: the router
+ * then checks what it routed before instead of routing it as new.
+ */
+export type PublishEvent = (row: OutboxRow, mayBeDuplicate: boolean) => Promise<void>;
 
 /** Settings of an outbox relay (see the class comment for how the sweep uses them). */
 export interface OutboxRelayOptions {
@@ -145,7 +149,7 @@ export class OutboxRelay {
         const tracked = listed.get(key)!;
         await this.enterWindow();
         const readAt = clock();
-        published += await this.publishInWindow(tenantId, orderId);
+        published += await this.publishInWindow(tenantId, orderId, true);
         if (readAt - settleMs >= tracked.writtenBy) {
           // Removes the pointer writes older than settleMs before the read, whose batches that read has seen; a
           // pointer written again since survives and is listed (and read) afresh by the next sweep.
@@ -175,10 +179,10 @@ export class OutboxRelay {
   }
 
   /** Publishes the order's rows in the place taken in the window, and gives the place (and the bytes) back. */
-  private async publishInWindow(tenantId: string, orderId: string): Promise<number> {
+  private async publishInWindow(tenantId: string, orderId: string, viaSweep = false): Promise<number> {
     let bytes = 0;
     try {
-      return await this.publishOrder(tenantId, orderId, (rows) => {
+      return await this.publishOrder(tenantId, orderId, viaSweep, (rows) => {
         bytes = rows.reduce((total, row) => total + Buffer.byteLength(row.payload), 0);
         this.heldBytes += bytes;
       });
@@ -193,7 +197,12 @@ export class OutboxRelay {
   }
 
   /** Publishes, then marks published, the order's unpublished rows; one run at a time per order. */
-  private publishOrder(tenantId: string, orderId: string, onRead: (rows: OutboxRow[]) => void): Promise<number> {
+  private publishOrder(
+    tenantId: string,
+    orderId: string,
+    viaSweep: boolean,
+    onRead: (rows: OutboxRow[]) => void,
+  ): Promise<number> {
     const key = `${tenantId}\u0000${orderId}`;
     const previous = this.perOrder.get(key) ?? Promise.resolve(0);
     const next = previous
@@ -202,7 +211,7 @@ export class OutboxRelay {
         const rows = await this.store.unpublished(tenantId, orderId);
         onRead(rows);
         // Handed to the publisher in occurredAt order (no ordering is promised to subscribers, but it costs nothing).
-        await Promise.all(rows.map((row) => this.publish(row)));
+        await Promise.all(rows.map((row) => this.publish(row, viaSweep)));
         await Promise.all(rows.map((row) => this.store.markPublished(row)));
         return rows.length;
       });

@@ -1,3 +1,4 @@
+import { MAY_BE_DUPLICATE_HEADER } from '../core/deliveries/delivery-record.ts';
 import type { EventTypeEntry } from '../core/catalogue.ts';
 import type { Config } from '../core/config.ts';
 import { Publisher } from '../core/kafka.ts';
@@ -31,11 +32,12 @@ export async function startPurchaseService(
 
   const outboxRelay = new OutboxRelay(
     store,
-    async (row) =>
+    async (row, mayBeDuplicate) =>
       publisher.publish([
         {
           topic: topics.purchaseEvents,
           key: row.tenantId,
+          headers: mayBeDuplicate ? { [MAY_BE_DUPLICATE_HEADER]: '1' } : undefined,
           value: await eventCodec.encode({
             eventId: row.outboxId,
             eventType: row.eventType,

@@ -197,7 +197,7 @@ describe('routeEvent', () => {
       ['done', 'retrying', 'queued', 'new'].map((id) => subscription(id)),
       { routed },
     );
-    const records = await routeEvent(event, RECEIVED_AT, deps);
+    const records = await routeEvent(event, RECEIVED_AT, deps, true);
     expect(records.map((record) => [record.subscriptionId, record.mayBeDuplicate ?? false])).toEqual([
       ['queued', true],
       ['new', false],
@@ -207,10 +207,22 @@ describe('routeEvent', () => {
     expect(created?.kind === 'createDeliveries' && created.deliveries.map((d) => d.subscriptionId)).toEqual(['new']);
   });
 
+  it('an event that cannot be a repeat is routed without reading what was routed before (the hot path)', async () => {
+    const routed = new Map<string, DeliveryStatus>([[deliveryIdFor(event.eventId, 's1'), 'acknowledged']]);
+    const { deps } = fakes([subscription('s1')], { routed });
+    let reads = 0;
+    deps.store.routedBefore = async () => {
+      reads += 1;
+      return routed;
+    };
+    expect(await routeEvent(event, RECEIVED_AT, deps)).toHaveLength(1);
+    expect(reads).toBe(0);
+  });
+
   it('routed again with every series taken up: writes and publishes nothing', async () => {
     const routed = new Map<string, DeliveryStatus>([[deliveryIdFor(event.eventId, 's1'), 'acknowledged']]);
     const { deps, calls } = fakes([subscription('s1')], { routed });
-    expect(await routeEvent(event, RECEIVED_AT, deps)).toEqual([]);
+    expect(await routeEvent(event, RECEIVED_AT, deps, true)).toEqual([]);
     expect(calls.map((call) => call.kind)).toEqual(['subscriptionsOf']);
   });
 

@@ -24,11 +24,18 @@ export interface RouterDeps {
 /**
  * Expands one integration event into a delivery per matching enabled subscription of the event's tenant. The delivery
  * id is derived from (event, subscription), so routing the same event again (after a crash, or a producer publishing
- * it twice) names the same series: one a dispatcher has already taken up is left alone, one still queued is published
- * again marked as a possible duplicate (its first record may never have been sent), for the dispatcher to check.
+ * it twice) names the same series. For an event that may be such a repeat, a series a dispatcher has already taken up
+ * is left alone, and one still queued is published again marked as a possible duplicate (its first record may never
+ * have been sent), for the dispatcher to check.
  * `receivedAt` is the source record's timestamp: the queue time, stable across reprocessing.
  */
-export async function routeEvent(event: StoredEvent, receivedAt: number, deps: RouterDeps): Promise<DeliveryRecord[]> {
+export async function routeEvent(
+  event: StoredEvent,
+  receivedAt: number,
+  deps: RouterDeps,
+  /** The event may have been routed before (redelivered after a rebalance, or a producer's marked re-publication). */
+  mayBeRepeat = false,
+): Promise<DeliveryRecord[]> {
   const subscriptions = (await deps.subscriptionsOf(event.tenantId)).filter(
     (subscription) =>
       subscription.tenantId === event.tenantId &&
@@ -36,11 +43,14 @@ export async function routeEvent(event: StoredEvent, receivedAt: number, deps: R
       matchesAny(subscription.eventTypes, event.eventType),
   );
   if (subscriptions.length === 0) return [];
-  const routed = await deps.store.routedBefore(
-    event.tenantId,
-    event.eventId,
-    subscriptions.map((subscription) => deliveryIdFor(event.eventId, subscription.id)),
-  );
+  // Only an event that may be a repeat costs a read: the first routing of an event, the hot path, reads nothing.
+  const routed = mayBeRepeat
+    ? await deps.store.routedBefore(
+        event.tenantId,
+        event.eventId,
+        subscriptions.map((subscription) => deliveryIdFor(event.eventId, subscription.id)),
+      )
+    : new Map<string, DeliveryStatus>();
   const all = subscriptions.map((subscription) => {
     const envelope = buildEnvelope(
       { ...event, subscriptionId: subscription.id },

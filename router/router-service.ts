@@ -46,22 +46,28 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
     handle: async (record) => {
       if (!record.value) return;
       const event = await eventCodec.decode(record.value);
-      const routed = await routeEvent({ ...event, reference: event.reference ?? null }, record.timestamp, {
-        subscriptionsOf: (tenantId) => cache.forTenant(tenantId),
-        store,
-        payloadLimitBytes: config.webhook.payloadLimitBytes,
-        publish: async (records) =>
-          publisher.publish(
-            await Promise.all(
-              records.map(async ({ mayBeDuplicate, expiryHop: _none, ...delivery }) => ({
-                topic: topics.deliveries,
-                key: delivery.subscriptionId,
-                value: await deliveryCodec.encode(delivery),
-                headers: mayBeDuplicate ? { [MAY_BE_DUPLICATE_HEADER]: '1' } : undefined,
-              })),
+      const mayBeRepeat = record.redelivered === true || record.headers[MAY_BE_DUPLICATE_HEADER] === '1';
+      const routed = await routeEvent(
+        { ...event, reference: event.reference ?? null },
+        record.timestamp,
+        {
+          subscriptionsOf: (tenantId) => cache.forTenant(tenantId),
+          store,
+          payloadLimitBytes: config.webhook.payloadLimitBytes,
+          publish: async (records) =>
+            publisher.publish(
+              await Promise.all(
+                records.map(async ({ mayBeDuplicate, expiryHop: _none, ...delivery }) => ({
+                  topic: topics.deliveries,
+                  key: delivery.subscriptionId,
+                  value: await deliveryCodec.encode(delivery),
+                  headers: mayBeDuplicate ? { [MAY_BE_DUPLICATE_HEADER]: '1' } : undefined,
+                })),
+              ),
             ),
-          ),
-      });
+        },
+        mayBeRepeat,
+      );
       metrics.routed(routed.length);
       logger.info({ eventId: event.eventId, eventType: event.eventType, deliveries: routed.length }, 'event routed');
     },

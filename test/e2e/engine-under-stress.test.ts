@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectCassandra, type CassandraClient } from '../../core/cassandra.ts';
 import { loadConfig, requireSecrets } from '../../core/config.ts';
+import { MAY_BE_DUPLICATE_HEADER } from '../../core/deliveries/delivery-record.ts';
 import { DeliveryStore } from '../../core/deliveries/delivery-store.ts';
 import { deliveryIdFor } from '../../core/ids.ts';
 import { createKafka, Publisher } from '../../core/kafka.ts';
@@ -26,6 +27,7 @@ describe('delivery engine under stress', () => {
   let events: Awaited<ReturnType<typeof eventPublisher>>;
   const receivers: Receiver[] = [];
   let metricsPort: number;
+  const restarted: Awaited<ReturnType<typeof startServices>>[] = [];
 
   beforeAll(async () => {
     env = {
@@ -49,6 +51,7 @@ describe('delivery engine under stress', () => {
   });
 
   afterAll(async () => {
+    await Promise.all(restarted.map((services) => services.stop()));
     await stack?.stop();
     await events?.close();
     await Promise.all(receivers.map((receiver) => receiver.close()));
@@ -171,10 +174,10 @@ describe('delivery engine under stress', () => {
     expect(Number(/webhook_poison_records_total\{[^}]*\} (\d+)/.exec(metrics)?.[1])).toBeGreaterThanOrEqual(1);
   });
 
-  it('re-sent acknowledged deliveries: an event routed again is not POSTed again, and its history stays acknowledged', async () => {
+  /** Publishes one event to a receiver and waits for its delivery to be acknowledged. */
+  const acknowledgedEvent = async (answer: { status: number }) => {
     const tenantId = `tenant-${randomUUID().slice(0, 8)}`;
-    let answer = 204;
-    const target = await receiver(() => answer);
+    const target = await receiver(() => answer.status);
     const subscription = await subscribe(tenantId, target.url, { eventTypes: ['purchaseOrder.*'] });
     await new Promise((resolve) => setTimeout(resolve, 400));
     const [eventId] = await events.publish([{ tenantId, eventType: 'purchaseOrder.validated' }]);
@@ -183,17 +186,72 @@ describe('delivery engine under stress', () => {
       async () => (await deliveries.get(tenantId, deliveryId))?.status === 'acknowledged',
       'the delivery to be acknowledged',
     );
-    // The same event again (a producer's at-least-once publish, or the router reprocessing after a crash); were it
-    // sent again, the receiver would now fail it.
-    answer = 500;
-    await events.publish([{ tenantId, eventType: 'purchaseOrder.validated', eventId }]);
-    const [marker] = await events.publish([{ tenantId, eventType: 'purchaseOrder.cancelled' }]);
-    await waitFor(
-      () => target.received.some((request) => request.headers['x-webhook-event-id'] === marker),
-      'the event published after the duplicate to arrive',
-    );
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
-    expect(target.received.filter((request) => request.headers['x-webhook-event-id'] === eventId)).toHaveLength(1);
-    expect(await deliveries.get(tenantId, deliveryId)).toMatchObject({ status: 'acknowledged', attemptCount: 1 });
+    /** Once an event published after now has reached the receiver, what it got of the first event. */
+    const afterMarker = async () => {
+      const [marker] = await events.publish([{ tenantId, eventType: 'purchaseOrder.cancelled' }]);
+      await waitFor(
+        () => target.received.some((request) => request.headers['x-webhook-event-id'] === marker),
+        'an event published afterwards to arrive',
+        60_000,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      return {
+        sent: target.received.filter((request) => request.headers['x-webhook-event-id'] === eventId).length,
+        row: await deliveries.get(tenantId, deliveryId),
+      };
+    };
+    return { tenantId, eventId: eventId!, afterMarker };
+  };
+
+  it('re-sent acknowledged deliveries: after a router crash the events it routes again are not POSTed again', async () => {
+    const answer = { status: 204 };
+    const first = await acknowledgedEvent(answer);
+    // The router dies before committing (kill -9, then its group rewound): it routes the whole topic again. A
+    // duplicate POST would now fail and, before the fix, flip the history back to retrying.
+    answer.status = 500;
+    const router = stack.services.find((service) => service.name === 'router')!;
+    router.child.kill('SIGKILL');
+    await router.exited;
+    const config = loadConfig(env);
+    const admin = createKafka(config.kafka.brokers, 'test-rewind', createLogger('test', 'warn')).admin();
+    await admin.connect();
+    try {
+      // The dead member leaves the group after its session timeout; only then can the offsets be rewound.
+      await waitFor(
+        async () => {
+          await admin.resetOffsets({
+            groupId: `${config.kafka.topicPrefix}webhook-router`,
+            topic: topicNames(config).purchaseEvents,
+            earliest: true,
+          });
+          return true;
+        },
+        'the router group to be empty',
+        60_000,
+      );
+    } finally {
+      await admin.disconnect();
+    }
+    restarted.push(await startServices(env, ['router']));
+    const { sent, row } = await first.afterMarker();
+    expect(sent).toBe(1);
+    expect(row).toMatchObject({ status: 'acknowledged', attemptCount: 1, lastStatusCode: 204 });
+  });
+
+  it('re-sent acknowledged deliveries: an event a producer publishes again, marked, is not POSTed again', async () => {
+    const answer = { status: 204 };
+    const first = await acknowledgedEvent(answer);
+    answer.status = 500;
+    await events.publish([
+      {
+        tenantId: first.tenantId,
+        eventType: 'purchaseOrder.validated',
+        eventId: first.eventId,
+        headers: { [MAY_BE_DUPLICATE_HEADER]: '1' },
+      },
+    ]);
+    const { sent, row } = await first.afterMarker();
+    expect(sent).toBe(1);
+    expect(row).toMatchObject({ status: 'acknowledged', attemptCount: 1, lastStatusCode: 204 });
   });
 });

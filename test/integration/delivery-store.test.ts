@@ -110,4 +110,42 @@ describe('DeliveryStore', () => {
       nextRetryAt: null,
     });
   });
+
+  it('upgrade: a state written by the previous version at its host clock does not outrank a later attempt', async () => {
+    const delivery = queued(Date.now() - 120_000);
+    await route(delivery);
+    // How the previous version recorded attempt 1: at the dispatcher's clock, a minute after the queue time.
+    await db.execute(
+      'UPDATE deliveries SET status = ?, attempt_count = ? WHERE tenant_id = ? AND id = ?',
+      ['retrying', 1, delivery.tenantId, delivery.id],
+      { prepare: true, timestamp: (Date.now() - 60_000) * 1000 },
+    );
+    await store.recordAttempt(
+      seriesOf(delivery),
+      { attempt: 2, at: new Date(), statusCode: 204, errorMessage: null, durationMs: 3 },
+      { status: 'acknowledged', nextRetryAt: null },
+    );
+    expect(await store.get(delivery.tenantId, delivery.id)).toMatchObject({ status: 'acknowledged', attemptCount: 2 });
+  });
+
+  it('a duplicate of the event queued again ten minutes later rolls nothing back', async () => {
+    const delivery = queued(Date.now() - 600_000);
+    await route(delivery);
+    await store.recordAttempt(
+      seriesOf(delivery),
+      { attempt: 1, at: new Date(), statusCode: 204, errorMessage: null, durationMs: 3 },
+      { status: 'acknowledged', nextRetryAt: null },
+    );
+    const again = { ...delivery, queuedAt: new Date() };
+    await route(again);
+    await store.recordAttempt(
+      seriesOf(again),
+      { attempt: 1, at: new Date(), statusCode: 500, errorMessage: 'HTTP 500', durationMs: 3 },
+      { status: 'retrying', nextRetryAt: new Date(Date.now() + 60_000) },
+    );
+    expect(await store.get(delivery.tenantId, delivery.id)).toMatchObject({
+      status: 'acknowledged',
+      lastStatusCode: 204,
+    });
+  });
 });

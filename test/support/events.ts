@@ -12,6 +12,8 @@ export interface TestEvent {
   entityId?: string;
   payload?: string;
   eventId?: string;
+  /** Kafka headers of the record (e.g. the producer's may-be-duplicate mark). */
+  headers?: Record<string, string>;
 }
 
 export async function eventPublisher(env: Record<string, string>) {
@@ -34,6 +36,7 @@ export async function eventPublisher(env: Record<string, string>) {
           return {
             topic,
             key: event.tenantId,
+            headers: event.headers,
             value: await codec.encode({
               eventId: ids[index],
               eventType: event.eventType,
