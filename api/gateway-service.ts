@@ -68,7 +68,6 @@ export async function startGateway(
       idempotency: new IdempotencyStore(platform.db),
       catalogue,
       historyRetentionMs: config.webhook.historyRetentionMs,
-      payloadLimitBytes: config.webhook.payloadLimitBytes,
       enqueue: async (record: DeliveryRecord) =>
         replays.publish([
           { topic: topics.deliveries, key: record.subscriptionId, value: await deliveryCodec.encode(record) },

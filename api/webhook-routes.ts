@@ -28,7 +28,6 @@ export interface WebhookRoutesOptions {
   catalogue: Catalogue;
   rules: Omit<InputRules, 'catalogue'>;
   historyRetentionMs: number;
-  payloadLimitBytes: number;
   /** Puts a replayed series on the deliveries topic; resolves once Kafka acknowledged it. */
   enqueue(record: DeliveryRecord): Promise<void>;
   /** Idempotency-Key claims (compare-and-set): undefined when claimed, else the earlier request's claim. */
