@@ -204,8 +204,9 @@ export class ConsumerRunner {
   private inFlight = 0;
   private readonly lanes = new Map<string, Lane>();
   private readonly trackers = new Map<string, OffsetTracker>();
-  /** Per partition, its high watermark at the first fetch since joining: offsets below it may be redelivered. */
-  private readonly assignedAt = new Map<string, bigint>();
+  /** Per partition, its high watermark when this member joined: offsets below it may be redelivered. */
+  private assignedAt: Promise<Map<string, bigint>> = Promise.resolve(new Map());
+  private admin: Admin | undefined;
   /** Woken whenever a record finishes: readers waiting for buffer room. */
   private readonly roomWaiters: (() => void)[] = [];
   /** Records whose lane admitted them, waiting for one of the maxInFlight slots, first come first served. */
@@ -242,15 +243,17 @@ export class ConsumerRunner {
     });
     this.consumer = consumer;
     // A new generation starts from the committed offsets: forget what the previous one tracked.
-    consumer.on(consumer.events.GROUP_JOIN, () => {
+    consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
       this.trackers.clear();
-      this.assignedAt.clear();
+      this.assignedAt = this.highWatermarks(Object.keys(payload.memberAssignment));
     });
     // kafkajs restarts a consumer after a retriable crash by itself; one it will not restart must not go unnoticed.
     consumer.on(consumer.events.CRASH, ({ payload }) => {
       this.options.logger.error({ err: payload.error, restart: payload.restart, groupId }, 'consumer crashed');
       if (!payload.restart) this.options.onFatal?.(payload.error);
     });
+    this.admin = this.kafka.admin();
+    await this.admin.connect();
     await consumer.connect();
     await consumer.subscribe({ topics, fromBeginning });
     await consumer.run({
@@ -259,13 +262,9 @@ export class ConsumerRunner {
       partitionsConsumedConcurrently: 4,
       eachBatch: async ({ batch, resolveOffset, heartbeat, pause, isRunning, isStale }) => {
         this.options.metrics?.lag(batch.topic, batch.partition, Number(batch.offsetLag()));
-        // The partition's end when this member first fetched it after joining: what lies before may have been handled.
+        // The partition's end when this member joined: what lies before may have been handled by a previous owner.
         const partitionKey = `${batch.topic}\u0000${batch.partition}`;
-        let boundary = this.assignedAt.get(partitionKey);
-        if (boundary === undefined) {
-          boundary = BigInt(batch.highWatermark);
-          this.assignedAt.set(partitionKey, boundary);
-        }
+        const boundary = (await this.assignedAt).get(partitionKey) ?? BigInt(batch.highWatermark);
         for (const message of batch.messages) {
           if (!isRunning() || isStale() || this.stopping) return;
           const record = toRecord(batch.topic, batch.partition, message);
@@ -303,6 +302,25 @@ export class ConsumerRunner {
     clearInterval(this.commitTimer);
     await this.commit();
     await this.consumer?.disconnect();
+    await this.admin?.disconnect();
+  }
+
+  /**
+   * The high watermarks of the assigned topics' partitions, read right after joining. If they cannot be read, the end
+   * of each partition's first batch stands in (a few more records are then checked than need be).
+   */
+  private async highWatermarks(topics: string[]): Promise<Map<string, bigint>> {
+    const marks = new Map<string, bigint>();
+    try {
+      for (const topic of topics) {
+        for (const { partition, high } of await this.admin!.fetchTopicOffsets(topic)) {
+          marks.set(`${topic}\u0000${partition}`, BigInt(high));
+        }
+      }
+    } catch (error) {
+      this.options.logger.warn({ err: error }, 'could not read the high watermarks after joining');
+    }
+    return marks;
   }
 
   /** Commits the finished prefix of every partition; an error (rebalance) only delays it to the next call. */
