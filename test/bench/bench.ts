@@ -1,7 +1,10 @@
 /**
  * `npm run bench -- [--events N] [--tenants T] [--subs S] [--rate D] [--fail 0.3] [--backlog 100000]`
  * Runs a router and a dispatcher as processes on their own keyspace and topics against a fast local receiver, and
- * prints deliveries per second, event-to-receipt latency p50/p99 and the dispatcher's resident memory.
+ * prints deliveries per second, event-to-receipt latency p50/p99 and the dispatcher's resident memory. Then it measures
+ * the machine's loopback ceiling (a plain undici POST loop to the same receiver with a body of the run, at 1, 50 and
+ * the dispatcher's in-flight limit) and prints the deliveries/s as a fraction of it, and the per-stage p50/p99 of the
+ * webhook_stage_seconds histograms the router and dispatcher expose on /metrics, when they do.
  *   --rate D      publish at D deliveries per second (0: as fast as possible)
  *   --fail F      fraction of answers that fail with 500 (those deliveries retry after 1 s)
  *   --backlog B   first park B deliveries in a retry tier due in an hour (memory must stay flat while they wait)
@@ -9,7 +12,7 @@
 import { blankSubscription } from '../../core/subscriptions/subscription.ts';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -24,6 +27,8 @@ import { repoRoot, spawnService } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
 import { ensureServers } from '../../infra/servers.ts';
 import { eventPublisher } from '../support/events.ts';
+import { ceilingOf, formatCeiling, fractionOfCeiling, measureLoopbackCeiling } from './loopback-ceiling.ts';
+import { formatStage, scrapeStages } from './stage-histograms.ts';
 
 const { values } = parseArgs({
   options: {
@@ -45,6 +50,13 @@ const expected = events * subsPerTenant;
 
 const percentile = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
+const freePort = async () => {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+};
 const rssMb = (pid: number) => {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
   return line ? Number(line[1]) / 1024 : NaN;
@@ -77,6 +89,8 @@ const firstReceipt = new Map<string, number>();
 const latencies: number[] = [];
 let firstAt = 0;
 let lastAt = 0;
+// The last delivery as received, replayed by the loopback POST loop so it sends what the dispatcher sent.
+let sample: { headers: IncomingHttpHeaders; body: Buffer } | undefined;
 const receiver = createServer((request, response) => {
   const chunks: Buffer[] = [];
   request.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -89,7 +103,9 @@ const receiver = createServer((request, response) => {
     const key = `${request.headers['x-webhook-delivery-id']}`;
     if (!firstReceipt.has(key)) {
       firstReceipt.set(key, now);
-      const occurredAt = /"occurredAt":"([^"]+)"/.exec(Buffer.concat(chunks).toString('utf8'))?.[1];
+      const body = Buffer.concat(chunks);
+      sample = { headers: request.headers, body };
+      const occurredAt = /"occurredAt":"([^"]+)"/.exec(body.toString('utf8'))?.[1];
       if (occurredAt) latencies.push(now - Date.parse(occurredAt));
       received += 1;
       firstAt ||= now;
@@ -121,16 +137,18 @@ for (const tenantId of tenantIds) {
 await db.shutdown();
 
 const logs = path.join(repoRoot, '.local', 'logs', 'bench');
+// Each service serves /metrics on a port of its own, scraped for the stage histograms before it is stopped.
+const metricsPorts = { router: await freePort(), dispatcher: await freePort() };
 const router = spawnService(
   'router',
   'router/main.ts',
-  { ...process.env, ...env },
+  { ...process.env, ...env, METRICS_PORT: String(metricsPorts.router) },
   path.join(logs, `router-${run}.log`),
 );
 const dispatcher = spawnService(
   'dispatcher',
   'dispatcher/main.ts',
-  { ...process.env, ...env },
+  { ...process.env, ...env, METRICS_PORT: String(metricsPorts.dispatcher) },
   path.join(logs, `dispatcher-${run}.log`),
 );
 const memory: number[] = [];
@@ -208,14 +226,45 @@ try {
   await publisher.close();
   const deadline = Date.now() + 600_000;
   while (received < expected && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 200));
-  latencies.sort((a, b) => a - b);
+  // The pipeline's figures, taken before the loopback POST loop adds its own receipts to the receiver's counters.
+  const delivered = received;
+  const failedAnswers = failed;
+  const sorted = latencies.slice().sort((a, b) => a - b);
   const seconds = (lastAt - firstAt) / 1000;
+  const perSecond = delivered / seconds;
+  clearInterval(sampler);
+
+  const stages: string[] = [];
+  for (const [service, port] of Object.entries(metricsPorts)) {
+    const entries = await scrapeStages(`http://127.0.0.1:${port}/metrics`);
+    stages.push(...entries.map((entry) => formatStage(service, entry)));
+  }
+  // The services are stopped before the POST loop so it has the machine to itself (the finally's stop is then a no-op).
+  await Promise.all([router.stop(), dispatcher.stop()]);
+  const loopbackSeconds = 3;
+  const loopback = sample
+    ? await measureLoopbackCeiling({
+        url,
+        ...sample,
+        concurrency: [1, 50, config.dispatcher.maxInFlight],
+        seconds: loopbackSeconds,
+        connections: config.dispatcher.connectionsPerOrigin,
+      })
+    : [];
+  if (sample && loopback.length > 0) {
+    console.log(
+      `\nloopback ceiling: undici POST loop to the same receiver, ${sample.body.length}-byte body, ` +
+        `${config.dispatcher.connectionsPerOrigin} connections as the dispatcher's agent, ${loopbackSeconds} s per level`,
+    );
+    for (const line of formatCeiling(loopback)) console.log(line);
+  }
   console.log(`
 mode: ${rate > 0 ? `paced at ${rate} deliveries/s` : 'as fast as possible'}${failRatio > 0 ? `, ${failRatio * 100}% of answers failing` : ''}${backlog > 0 ? `, ${backlog} pending retries parked` : ''}
-events ${events} × ${subsPerTenant} subscriptions (${tenants} tenants) = ${expected} deliveries; received ${received}${failed ? `, ${failed} failed answers` : ''}
-throughput: ${(received / seconds).toFixed(0)} deliveries/s over ${seconds.toFixed(1)} s
-event-to-receipt latency: p50 ${percentile(latencies, 0.5)} ms, p99 ${percentile(latencies, 0.99)} ms, max ${latencies.at(-1)} ms
+events ${events} × ${subsPerTenant} subscriptions (${tenants} tenants) = ${expected} deliveries; received ${delivered}${failedAnswers ? `, ${failedAnswers} failed answers` : ''}
+throughput: ${perSecond.toFixed(0)} deliveries/s over ${seconds.toFixed(1)} s${fractionOfCeiling(perSecond, ceilingOf(loopback))}
+event-to-receipt latency: p50 ${percentile(sorted, 0.5)} ms, p99 ${percentile(sorted, 0.99)} ms, max ${sorted.at(-1)} ms
 dispatcher RSS: max ${Math.max(...memory).toFixed(0)} MB, last ${memory.at(-1)?.toFixed(0)} MB`);
+  for (const line of stages) console.log(line);
 } finally {
   clearInterval(sampler);
   await Promise.all([router.stop(), dispatcher.stop()]);
