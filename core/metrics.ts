@@ -2,9 +2,14 @@
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+/** The stages of an event's way to a subscriber, each timed on its own (webhook_stage_seconds{stage}). */
+export type Stage = 'event_to_routed' | 'routing' | 'queue_to_dispatch' | 'attempt' | 'event_to_answer';
+
 /** What the dispatcher records per attempt outcome. */
 export interface DeliveryMetrics {
   outcome(outcome: string, durationMs: number | undefined): void;
+  /** Time spent in one stage, in milliseconds. */
+  stage(stage: Stage, ms: number): void;
 }
 
 /** What a consumer records about its partitions and work in progress. */
@@ -31,6 +36,17 @@ export function createMetrics(service: string) {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
+  const stages = new Histogram({
+    name: 'webhook_stage_seconds',
+    help:
+      'Time an event spends in each stage: event_to_routed (on the event topic until the router takes it), routing ' +
+      '(stored and published as deliveries), queue_to_dispatch (on the deliveries topic, or past its retry due time, ' +
+      'until a dispatcher takes it), attempt (the POST), event_to_answer (event published to first answer, attempt 1)',
+    labelNames: ['stage'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+    registers: [registry],
+  });
+  const stage = (name: Stage, ms: number) => stages.observe({ stage: name }, Math.max(0, ms) / 1000);
   const inFlight = new Gauge({
     name: 'webhook_records_in_flight',
     help: 'Records handed to handlers and not yet finished',
@@ -61,7 +77,9 @@ export function createMetrics(service: string) {
         outcomes.inc({ outcome });
         if (durationMs !== undefined) latency.observe(durationMs / 1000);
       },
+      stage,
     } satisfies DeliveryMetrics,
+    stage,
     consumer: {
       lag: (topic, partition, value) => lag.set({ topic, partition: String(partition) }, value),
       inFlight: (count) => inFlight.set(count),

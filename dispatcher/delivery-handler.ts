@@ -162,6 +162,9 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
       // A rejected token may have been revoked early: fetch a new one and try once more within this attempt.
       result = await attemptOnce(true);
     }
+    deps.metrics?.stage('attempt', result.durationMs);
+    if (record.attempt === 1 && record.replayOf === null)
+      deps.metrics?.stage('event_to_answer', now() - record.queuedAt);
 
     // From here on the attempt has happened: its outcome is written, never earned again by another POST.
     const fate = decideFate(result, record.attempt, now(), deadline, settings.retryDelaysMs);

@@ -96,6 +96,8 @@ export async function startDispatcher(
     handle: async (record) => {
       if (!record.value) throw new PoisonRecordError('delivery record without a value');
       const delivery = await codec.decode(record.value);
+      // On the deliveries topic since the router published it, or past its due time in a retry tier.
+      metrics.delivery.stage('queue_to_dispatch', Date.now() - Math.max(record.timestamp, delivery.dueAt));
       await handle({
         ...delivery,
         expiryHop: record.headers[EXPIRY_HOP_HEADER] === '1',

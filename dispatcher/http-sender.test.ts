@@ -226,20 +226,23 @@ describe('createSender against a real receiver', () => {
   // Connection pool and timeout: the attempt timer used to start before undici had a connection for the request, so
   // many subscriptions on one host got false "no answer" failures while queued behind each other for a connection.
   it('requests beyond the connection pool of a host wait for a connection without their attempt timer running', async () => {
+    // Three waves through a pool of 64 (the old fixed size): each answer takes half the attempt timeout, so the third wave would be past
+    // its timeout had the timer started while queued, and every attempt has half a timeout of slack for a busy machine.
     const pool = 64;
+    const timeoutMs = 2_000;
     const server = await track(
       await receiver((_req, res) => {
-        setTimeout(() => res.writeHead(204).end(), (TIMEOUT_MS * 2) / 3);
+        setTimeout(() => res.writeHead(204).end(), timeoutMs / 2);
       }),
     );
-    const pooled = await track(createGuardedAgent(LOOPBACK, TIMEOUT_MS, pool));
-    const sendPooled = createSender(pooled, LOOPBACK, TIMEOUT_MS, pool);
+    const pooled = await track(createGuardedAgent(LOOPBACK, timeoutMs, pool));
+    const sendPooled = createSender(pooled, LOOPBACK, timeoutMs, pool);
     const results = await Promise.all(
       Array.from({ length: pool * 3 }, () => sendPooled({ url: server.url, headers, body })),
     );
     expect(results.filter((result) => result.statusCode !== 204)).toEqual([]);
     // Each attempt's duration is its own request, not the wait for a connection.
-    expect(Math.max(...results.map((result) => result.durationMs))).toBeLessThan(TIMEOUT_MS);
+    expect(Math.max(...results.map((result) => result.durationMs))).toBeLessThan(timeoutMs);
   });
 
   it('a refused connection is a failed attempt with an error, not an exception', async () => {

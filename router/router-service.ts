@@ -45,6 +45,8 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
     },
     handle: async (record) => {
       if (!record.value) return;
+      const started = Date.now();
+      metrics.stage('event_to_routed', started - record.timestamp);
       const event = await eventCodec.decode(record.value);
       const mayBeRepeat = record.redelivered === true || record.headers[MAY_BE_DUPLICATE_HEADER] === '1';
       const routed = await routeEvent(
@@ -68,6 +70,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
         },
         mayBeRepeat,
       );
+      metrics.stage('routing', Date.now() - started);
       metrics.routed(routed.length);
       logger.info({ eventId: event.eventId, eventType: event.eventType, deliveries: routed.length }, 'event routed');
     },

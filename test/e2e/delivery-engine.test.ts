@@ -305,8 +305,15 @@ describe('delivery engine', () => {
     expect(dispatcher).toMatch(/webhook_attempt_duration_seconds_bucket\{/);
     expect(dispatcher).toMatch(/webhook_consumer_lag\{/);
     expect(dispatcher).toMatch(/webhook_records_in_flight/);
+    // Where the time goes, stage by stage.
+    for (const stage of ['queue_to_dispatch', 'attempt', 'event_to_answer']) {
+      expect(dispatcher).toMatch(new RegExp(`webhook_stage_seconds_count\\{[^}]*stage="${stage}"[^}]*\\} [1-9]`));
+    }
     const router = await (await fetch(`http://127.0.0.1:${metricsPorts.router}/metrics`)).text();
     expect(Number(/webhook_events_routed_total\{[^}]*kind="event"[^}]*\} (\d+)/.exec(router)?.[1])).toBeGreaterThan(0);
+    for (const stage of ['event_to_routed', 'routing']) {
+      expect(router).toMatch(new RegExp(`webhook_stage_seconds_count\\{[^}]*stage="${stage}"[^}]*\\} [1-9]`));
+    }
   });
 
   it('authenticates with an API key header, and with an OAuth2 token refreshed once after a 401', async () => {
