@@ -61,6 +61,8 @@ describe('loadConfig defaults (DESIGN §4, §5, §9)', () => {
   it('topic durability and dispatcher connection settings', () => {
     expect(config.kafka).toMatchObject({ replicationFactor: -1, minInsyncReplicas: 1 });
     expect(config.dispatcher.connectionsPerOrigin).toBe(128);
+    expect(config.router.maxInFlight).toBe(200);
+    expect(loadConfig({ ROUTER_MAX_IN_FLIGHT: '250' }).router.maxInFlight).toBe(250);
   });
 
   it('treats empty and blank variables as unset', () => {
@@ -185,6 +187,8 @@ describe('loadConfig rejects bad values with a ConfigError naming the variable',
     ['GATEWAY_PORT', '65536'],
     ['METRICS_PORT', 'http'],
     ['DISPATCHER_MAX_IN_FLIGHT', '0'],
+    ['ROUTER_MAX_IN_FLIGHT', '0'],
+    ['ROUTER_MAX_IN_FLIGHT', 'lots'],
     ['DISPATCHER_MAX_IN_FLIGHT_PER_SUBSCRIPTION', '1.0e1'],
     ['DISPATCHER_CONNECTIONS_PER_ORIGIN', '0'],
     ['DISPATCHER_CONNECTIONS_PER_ORIGIN', '-1'],

@@ -58,6 +58,8 @@ export interface Config {
   };
   /** Whether this process publishes the purchase outbox (a separate relay process may do it instead). */
   readonly purchase: { readonly outboxRelay: boolean };
+  /** Events the router routes at once: with a store write taking tens of ms under load, this caps its throughput. */
+  readonly router: { readonly maxInFlight: number };
   readonly dispatcher: {
     readonly maxInFlight: number;
     readonly maxInFlightPerSubscription: number;
@@ -121,6 +123,7 @@ export function loadConfig(env: Env = process.env): Config {
       historyRetentionMs: read.duration('WEBHOOK_HISTORY_RETENTION', '30d'),
     },
     purchase: { outboxRelay: read.boolean('PURCHASE_OUTBOX_RELAY', true) },
+    router: { maxInFlight: read.integer('ROUTER_MAX_IN_FLIGHT', 200, 1, 100_000) },
     dispatcher: {
       maxInFlight: read.integer('DISPATCHER_MAX_IN_FLIGHT', 500, 1, 100_000),
       maxInFlightPerSubscription: read.integer('DISPATCHER_MAX_IN_FLIGHT_PER_SUBSCRIPTION', 20, 1, 10_000),

@@ -34,7 +34,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
   const consumer = new ConsumerRunner(platform.kafka, {
     groupId: `${config.kafka.topicPrefix}webhook-router`,
     topics: config.kafka.sourceTopics,
-    maxInFlight: 200,
+    maxInFlight: config.router.maxInFlight,
     fromBeginning: true,
     logger,
     metrics: metrics.consumer,
