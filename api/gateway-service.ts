@@ -68,6 +68,7 @@ export async function startGateway(
       idempotency: new IdempotencyStore(platform.db),
       catalogue,
       historyRetentionMs: config.webhook.historyRetentionMs,
+      dependencyTimeoutMs: config.gateway.dependencyTimeoutMs,
       enqueue: async (record: DeliveryRecord) =>
         replays.publish([
           { topic: topics.deliveries, key: record.subscriptionId, value: await deliveryCodec.encode(record) },

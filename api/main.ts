@@ -6,7 +6,7 @@ import { startGateway } from './gateway-service.ts';
 const config = loadConfig();
 const logger = createLogger('gateway', config.logLevel);
 runUntilSignalled(logger, async () => {
-  const platform = await connectPlatform(config, logger, 'gateway');
+  const platform = await connectPlatform(config, logger, 'gateway', config.gateway.dependencyTimeoutMs);
   const stop = await startGateway(config, platform, logger, { webhook: true, purchase: true });
   return async () => {
     await stop();

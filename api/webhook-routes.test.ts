@@ -56,6 +56,7 @@ async function gateway(enqueue: (record: DeliveryRecord) => Promise<void>) {
     catalogue: { caughtUp: true, names: () => [], list: () => [] } as unknown as Catalogue,
     rules: { allowHttp: true, allowedCidrs: [] },
     historyRetentionMs: 86_400_000,
+    dependencyTimeoutMs: 300,
     enqueue: async (record: DeliveryRecord) => {
       log.push('enqueue');
       await enqueue(record);
@@ -92,6 +93,20 @@ describe('POST /Deliveries/{id}/replay', () => {
     const answer = await replay();
     expect(answer.statusCode).toBeGreaterThanOrEqual(500);
     expect(answer.headers['content-type']).toMatch(/application\/problem\+json/);
+    expect(log).toEqual(['enqueue']);
+    await app.close();
+  });
+
+  it('answers 503 with Retry-After, without hanging, while Kafka does not take the record', async () => {
+    const { app, log, replay } = await gateway(() => new Promise<void>(() => undefined));
+    const answer = await replay();
+    expect(answer.statusCode).toBe(503);
+    expect(answer.headers['retry-after']).toBe('2');
+    expect(answer.json()).toMatchObject({
+      status: 503,
+      title: 'Service unavailable',
+      detail: expect.stringMatching(/Kafka/),
+    });
     expect(log).toEqual(['enqueue']);
     await app.close();
   });

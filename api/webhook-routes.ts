@@ -6,7 +6,7 @@ import type { Catalogue } from '../core/catalogue.ts';
 import type { Delivery } from '../core/deliveries/delivery.ts';
 import type { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import { listDeliveries, type HistoryQuery } from './delivery-history.ts';
-import { ConflictError, NotFoundError } from '../core/errors.ts';
+import { ConflictError, DependencyUnavailableError, NotFoundError } from '../core/errors.ts';
 import { pageQuerySchema, type PageQuery } from '../core/http/paging.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import { buildEnvelope } from '../core/envelope.ts';
@@ -30,6 +30,8 @@ export interface WebhookRoutesOptions {
   historyRetentionMs: number;
   /** Puts a replayed series on the deliveries topic; resolves once Kafka acknowledged it. */
   enqueue(record: DeliveryRecord): Promise<void>;
+  /** How long a replay waits for Kafka before answering 503 (GATEWAY_DEPENDENCY_TIMEOUT). */
+  dependencyTimeoutMs: number;
   /** Idempotency-Key claims (compare-and-set): undefined when claimed, else the earlier request's claim. */
   idempotency: {
     claim(
@@ -280,7 +282,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       const replay = queuedDelivery(record);
       // Sent first, stored second: a failed send leaves no row that nothing will ever send. The dispatcher's writes are
       // stamped after this one (write-time.ts) and carry the series' fields, so the order of the two does not matter.
-      await options.enqueue(record);
+      await withinTimeout(options.enqueue(record), options.dependencyTimeoutMs, 'Kafka');
       await deliveries.insertDelivery(replay);
       // Relative to …/Deliveries/{id}/replay, so it resolves to …/Deliveries/{new id}.
       return reply.code(202).header('location', `../${replay.id}`).send(deliveryView(replay));
@@ -371,4 +373,20 @@ export function deliveryView(delivery: Delivery) {
     replayOf: delivery.replayOf,
     abandonReason: delivery.abandonReason ?? null,
   };
+}
+
+/**
+ * Waits for `work` at most `ms`, then answers DependencyUnavailableError. The work itself goes on: a replay Kafka takes
+ * late is still sent (and its row is then written by the dispatcher's first attempt), never lost.
+ */
+async function withinTimeout<T>(work: Promise<T>, ms: number, dependency: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DependencyUnavailableError(dependency)), ms);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

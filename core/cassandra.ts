@@ -7,15 +7,23 @@ import { InvalidInputError } from './errors.ts';
 export type CassandraClient = cassandra.Client;
 export const { types } = cassandra;
 
-/** A client bound to the configured keyspace (which must exist: run migrations first). */
-/** `keyspace: null` connects without one (to create it). */
-export async function connectCassandra(config: Config, keyspace: string | null = config.cassandra.keyspace) {
+/**
+ * A client bound to the configured keyspace (which must exist: run migrations first); `keyspace: null` connects
+ * without one (to create it). `requestTimeoutMs` bounds each request (the API's is short, to answer 503 rather than
+ * hang). A lost node is tried again every second or so (at most 5 s apart), so the client recovers without a restart.
+ */
+export async function connectCassandra(
+  config: Config,
+  keyspace: string | null = config.cassandra.keyspace,
+  requestTimeoutMs = 20_000,
+) {
   const client = new cassandra.Client({
     contactPoints: config.cassandra.contactPoints,
     localDataCenter: config.cassandra.localDc,
     keyspace: keyspace ?? undefined,
     queryOptions: { consistency: cassandra.types.consistencies.localQuorum, prepare: true },
-    socketOptions: { readTimeout: 20_000, connectTimeout: 10_000 },
+    socketOptions: { readTimeout: requestTimeoutMs, connectTimeout: Math.min(10_000, requestTimeoutMs) },
+    policies: { reconnection: new cassandra.policies.reconnection.ExponentialReconnectionPolicy(500, 5_000, false) },
     pooling: { coreConnectionsPerHost: { [cassandra.types.distance.local]: 2 } },
   });
   await client.connect();
@@ -105,4 +113,24 @@ export async function queryPage(
 
 function badCursor() {
   return new InvalidInputError([{ path: 'cursor', message: 'is not a cursor returned by this endpoint' }]);
+}
+
+/**
+ * Whether a driver error means Cassandra cannot be reached or cannot answer now (no host, a timeout, unavailable or
+ * overloaded replicas), as opposed to a bad request: callers answer 503 and the request can be retried.
+ */
+export function isUnreachable(error: unknown): boolean {
+  const err = error as { name?: string; code?: number };
+  if (err.name === 'NoHostAvailableError' || err.name === 'OperationTimedOutError') return true;
+  const { responseErrorCodes: codes } = cassandra.types;
+  return (
+    err.name === 'ResponseError' &&
+    [
+      codes.unavailableException,
+      codes.overloaded,
+      codes.isBootstrapping,
+      codes.readTimeout,
+      codes.writeTimeout,
+    ].includes(err.code ?? -1)
+  );
 }

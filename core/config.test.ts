@@ -62,6 +62,8 @@ describe('loadConfig defaults (DESIGN §4, §5, §9)', () => {
     expect(config.kafka).toMatchObject({ replicationFactor: -1, minInsyncReplicas: 1 });
     expect(config.dispatcher.connectionsPerOrigin).toBe(128);
     expect(config.router.maxInFlight).toBe(200);
+    expect(config.gateway.dependencyTimeoutMs).toBe(1_500);
+    expect(loadConfig({ GATEWAY_DEPENDENCY_TIMEOUT: '2s' }).gateway.dependencyTimeoutMs).toBe(2_000);
     expect(loadConfig({ ROUTER_MAX_IN_FLIGHT: '250' }).router.maxInFlight).toBe(250);
   });
 
@@ -188,6 +190,7 @@ describe('loadConfig rejects bad values with a ConfigError naming the variable',
     ['METRICS_PORT', 'http'],
     ['DISPATCHER_MAX_IN_FLIGHT', '0'],
     ['ROUTER_MAX_IN_FLIGHT', '0'],
+    ['GATEWAY_DEPENDENCY_TIMEOUT', 'soon'],
     ['ROUTER_MAX_IN_FLIGHT', 'lots'],
     ['DISPATCHER_MAX_IN_FLIGHT_PER_SUBSCRIPTION', '1.0e1'],
     ['DISPATCHER_CONNECTIONS_PER_ORIGIN', '0'],

@@ -34,7 +34,13 @@ export interface Config {
     readonly replicationFactor: number;
   };
   readonly schemaRegistryUrl: string;
-  readonly gateway: { readonly baseUrl: string; readonly host: string; readonly port: number };
+  readonly gateway: {
+    readonly baseUrl: string;
+    readonly host: string;
+    readonly port: number;
+    /** How long an API request waits for Cassandra or Kafka before it answers 503 with Retry-After. */
+    readonly dependencyTimeoutMs: number;
+  };
   readonly auth: {
     readonly url: string;
     readonly issuer: string;
@@ -101,6 +107,7 @@ export function loadConfig(env: Env = process.env): Config {
       baseUrl: gatewayBaseUrl.replace(/\/$/, ''),
       host: read.string('GATEWAY_HOST', '127.0.0.1'),
       port: read.integer('GATEWAY_PORT', Number(gatewayUrl.port || 80), 0, 65535),
+      dependencyTimeoutMs: read.duration('GATEWAY_DEPENDENCY_TIMEOUT', '1500ms'),
     },
     auth: {
       url: authUrl.replace(/\/$/, ''),

@@ -5,7 +5,14 @@ import { describe, expect, it } from 'vitest';
 import { IllegalTransitionError } from '../producer/purchase-order.ts';
 import { AuthError, type AuthErrorCode } from './auth/verifier.ts';
 import { ConfigError } from './config.ts';
-import { ConflictError, DomainError, ERROR_CODES, InvalidInputError, NotFoundError } from './errors.ts';
+import {
+  ConflictError,
+  DependencyUnavailableError,
+  DomainError,
+  ERROR_CODES,
+  InvalidInputError,
+  NotFoundError,
+} from './errors.ts';
 import { PoisonRecordError } from './kafka.ts';
 import { SecretBoxError } from './secret-box.ts';
 
@@ -21,6 +28,7 @@ const instances: [string, Error & { code: string }][] = [
   ['ConfigError', new ConfigError('WEBHOOK_ATTEMPT_TIMEOUT', 'bad')],
   ['SecretBoxError', new SecretBoxError('unreadable')],
   ['PoisonRecordError', new PoisonRecordError('undecodable record')],
+  ['DependencyUnavailableError', new DependencyUnavailableError('Kafka')],
   ...(Object.keys(AUTH_CODES) as AuthErrorCode[]).map(
     (code) => [`AuthError(${code})`, new AuthError(code, 'token rejected')] as [string, AuthError],
   ),

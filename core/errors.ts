@@ -23,4 +23,15 @@ export class InvalidInputError extends DomainError {
   }
 }
 
+/** Cassandra or Kafka cannot be reached now: the API answers 503 with Retry-After, and the request can be retried. */
+export class DependencyUnavailableError extends Error {
+  readonly code = 'DEPENDENCY_UNAVAILABLE';
+  constructor(
+    readonly dependency: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${dependency} cannot be reached right now; retry shortly`, options);
+  }
+}
+
 export const ERROR_CODES = ['NOT_FOUND', 'CONFLICT', 'INVALID_INPUT'] as const;

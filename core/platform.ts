@@ -13,8 +13,14 @@ export interface Platform {
   close(): Promise<void>;
 }
 
-export async function connectPlatform(config: Config, logger: Logger, clientId: string): Promise<Platform> {
-  const db = await connectCassandra(config);
+/** `requestTimeoutMs` bounds each Cassandra request (the gateway's is short: see GATEWAY_DEPENDENCY_TIMEOUT). */
+export async function connectPlatform(
+  config: Config,
+  logger: Logger,
+  clientId: string,
+  requestTimeoutMs?: number,
+): Promise<Platform> {
+  const db = await connectCassandra(config, config.cassandra.keyspace, requestTimeoutMs);
   return {
     kafka: createKafka(config.kafka.brokers, `${config.kafka.clientId}-${clientId}`, logger),
     db,

@@ -1,5 +1,9 @@
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
-import { ConflictError, DomainError, InvalidInputError, NotFoundError } from '../errors.ts';
+import { isUnreachable } from '../cassandra.ts';
+import { ConflictError, DependencyUnavailableError, DomainError, InvalidInputError, NotFoundError } from '../errors.ts';
+
+/** Seconds a client is asked to wait before retrying a request refused because a dependency is down. */
+const RETRY_AFTER_SECONDS = 2;
 
 /** An RFC 9457 problem document. */
 export interface Problem {
@@ -47,6 +51,19 @@ export function installErrorHandler(app: FastifyInstance): void {
       return sendProblem(reply, { status: 404, title: 'Not found', detail: error.message });
     if (error instanceof ConflictError) {
       return sendProblem(reply, { status: 409, title: 'Conflict', detail: error.message });
+    }
+    if (error instanceof DependencyUnavailableError || isUnreachable(error)) {
+      // Cassandra or Kafka is down or frozen: answer now, never hang; the same request succeeds once it is back.
+      request.log.warn({ err: error }, 'dependency unavailable');
+      const detail =
+        error instanceof DependencyUnavailableError
+          ? error.message
+          : 'Cassandra cannot be reached right now; retry shortly';
+      return sendProblem(reply.header('retry-after', String(RETRY_AFTER_SECONDS)), {
+        status: 503,
+        title: 'Service unavailable',
+        detail,
+      });
     }
     const status = 'statusCode' in error && typeof error.statusCode === 'number' ? error.statusCode : 500;
     if (status >= 500) request.log.error({ err: error }, 'request failed');
