@@ -217,6 +217,7 @@ export class ConsumerRunner {
   private readonly idle: (() => void)[] = [];
   private stopping = false;
   private commitTimer: NodeJS.Timeout | undefined;
+  private assigned: number | undefined;
 
   constructor(
     private readonly kafka: Kafka,
@@ -228,6 +229,11 @@ export class ConsumerRunner {
 
   get activeCount(): number {
     return this.inFlight;
+  }
+
+  /** Partitions assigned when this member last joined its group; undefined before joining or after a crash. */
+  get assignedPartitions(): number | undefined {
+    return this.assigned;
   }
 
   async start(): Promise<void> {
@@ -246,10 +252,12 @@ export class ConsumerRunner {
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
       this.trackers.clear();
       this.assignedAt = this.highWatermarks(Object.keys(payload.memberAssignment));
+      this.assigned = Object.values(payload.memberAssignment).reduce((sum, parts) => sum + parts.length, 0);
     });
     // kafkajs restarts a consumer after a retriable crash by itself; one it will not restart must not go unnoticed.
     consumer.on(consumer.events.CRASH, ({ payload }) => {
       this.options.logger.error({ err: payload.error, restart: payload.restart, groupId }, 'consumer crashed');
+      this.assigned = undefined;
       if (!payload.restart) this.options.onFatal?.(payload.error);
     });
     this.admin = this.kafka.admin();

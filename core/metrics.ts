@@ -1,5 +1,5 @@
 // Prometheus metrics: the only module that imports prom-client. Services get small recording interfaces.
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** The stages of an event's way to a subscriber, each timed on its own (webhook_stage_seconds{stage}). */
@@ -92,11 +92,90 @@ export function createMetrics(service: string) {
   };
 }
 
-/** Serves GET /metrics on 127.0.0.1:`port` (0 = not served). */
-export async function serveMetrics(registry: Registry, host: string, port: number): Promise<Server | undefined> {
+/** One condition of readiness: resolves to undefined when met, else to what is missing (throwing: not met). */
+export type ReadinessCheck = () => Promise<string | undefined> | string | undefined;
+
+/** A condition that has not answered within this is not met (a probe must not hang). */
+const READINESS_TIMEOUT_MS = 2_000;
+
+/**
+ * What GET /ready checks, by name. Every condition is named when the service starts and is "not started yet" until the
+ * service says how to check it, so /ready answers from the first moment the port listens.
+ */
+export class Readiness {
+  private readonly checks = new Map<string, ReadinessCheck>();
+
+  constructor(names: string[]) {
+    for (const name of names) this.checks.set(name, () => 'not started yet');
+  }
+
+  /** How `name` is checked from now on. */
+  set(name: string, check: ReadinessCheck): void {
+    this.checks.set(name, check);
+  }
+
+  /** `name (reason)` of each condition not met, in the order named. */
+  async missing(): Promise<string[]> {
+    const results = await Promise.all(
+      [...this.checks].map(async ([name, check]) => {
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<string>((resolve) => {
+          timer = setTimeout(() => resolve('no answer'), READINESS_TIMEOUT_MS);
+        });
+        try {
+          const reason = await Promise.race([Promise.resolve(check()), late]);
+          return reason === undefined ? undefined : `${name} (${reason})`;
+        } catch (error) {
+          return `${name} (${error instanceof Error ? error.message : String(error)})`;
+        } finally {
+          clearTimeout(timer);
+        }
+      }),
+    );
+    return results.filter((entry) => entry !== undefined);
+  }
+}
+
+/** A consumer group member is ready once it has joined its group with partitions (`assigned`: undefined before). */
+export const consumerJoined =
+  (assigned: () => number | undefined): ReadinessCheck =>
+  () => {
+    const partitions = assigned();
+    if (partitions === undefined) return 'not joined its group yet';
+    return partitions === 0 ? 'joined its group, no partitions assigned' : undefined;
+  };
+
+/**
+ * Serves on `host`:`port` (0 = not served, and then neither is health): GET /metrics, GET /health (200 while the
+ * process runs) and GET /ready (200 once every readiness condition is met, else 503 problem+json naming what is not).
+ */
+export async function serveMetrics(
+  registry: Registry,
+  host: string,
+  port: number,
+  readiness?: Readiness,
+): Promise<Server | undefined> {
   if (port === 0) return undefined;
+  const json = (response: ServerResponse, status: number, type: string, body: unknown) =>
+    void response.writeHead(status, { 'content-type': type }).end(JSON.stringify(body));
   const server = createServer((request, response) => {
-    if (request.url !== '/metrics') return void response.writeHead(404).end();
+    const route = request.url;
+    if (route === '/health') return json(response, 200, 'application/json', { status: 'ok' });
+    if (route === '/ready') {
+      return void (readiness?.missing() ?? Promise.resolve([]))
+        .then((missing) => {
+          if (missing.length === 0) return json(response, 200, 'application/json', { status: 'ready' });
+          response.setHeader('retry-after', '1');
+          json(response, 503, 'application/problem+json', {
+            type: 'about:blank',
+            title: 'Not ready',
+            status: 503,
+            detail: `waiting for ${missing.join('; ')}`,
+          });
+        })
+        .catch(() => response.writeHead(500).end());
+    }
+    if (route !== '/metrics') return void response.writeHead(404).end();
     registry
       .metrics()
       .then((text) => response.writeHead(200, { 'content-type': registry.contentType }).end(text))

@@ -7,7 +7,7 @@ import type { Logger } from '../core/log.ts';
 import type { Platform } from '../core/platform.ts';
 import { codecFor } from '../core/registry.ts';
 import { parseCidrs } from '../core/ssrf.ts';
-import { createMetrics, serveMetrics } from '../core/metrics.ts';
+import { consumerJoined, createMetrics, Readiness, serveMetrics } from '../core/metrics.ts';
 import { SubscriptionCache } from '../core/subscriptions/subscription-cache.ts';
 import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
@@ -23,7 +23,11 @@ export async function startDispatcher(
 ): Promise<() => Promise<void>> {
   const topics = topicNames(config);
   const metrics = createMetrics('dispatcher');
-  const metricsServer = await serveMetrics(metrics.registry, config.gateway.host, config.metricsPort);
+  const readiness = new Readiness(['cassandra', 'schema registry', 'consumer group']);
+  const metricsServer = await serveMetrics(metrics.registry, config.gateway.host, config.metricsPort, readiness);
+  readiness.set('cassandra', async () =>
+    (await platform.db.execute('SELECT release_version FROM system.local')).rowLength === 1 ? undefined : 'no answer',
+  );
   const { webhook } = config;
   const allowed = parseCidrs(webhook.allowedCidrs);
   const { connectionsPerOrigin } = config.dispatcher;
@@ -35,6 +39,7 @@ export async function startDispatcher(
   );
   const codec = await codecFor<DeliveryRecord>(platform.registry, 'delivery', topics.deliveries);
   for (const tier of topics.retries) await codecFor<DeliveryRecord>(platform.registry, 'delivery', tier.topic);
+  readiness.set('schema registry', () => undefined); // it answered: the codecs above were fetched
   const publisher = await Publisher.connect(platform.kafka);
   const send = createSender(agent, allowed, webhook.attemptTimeoutMs, connectionsPerOrigin);
 
@@ -106,6 +111,10 @@ export async function startDispatcher(
       });
     },
   });
+  readiness.set(
+    'consumer group',
+    consumerJoined(() => consumer.assignedPartitions),
+  );
   await consumer.start();
   logger.info({ topics: [topics.deliveries, ...topics.retries.map((t) => t.topic)] }, 'dispatcher started');
   return async () => {

@@ -152,6 +152,14 @@ describe('GET /.well-known/jwks.json', () => {
   });
 });
 
+describe('GET /health', () => {
+  it('answers 200 while the process runs', async () => {
+    const response = await fetch(`${baseUrl}/health`);
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ status: 'ok' });
+  });
+});
+
 describe('loadOrCreateSigningKey', () => {
   it('persists the key, so a restart signs with the same key', async () => {
     const file = join(dir, 'nested', 'signing-key.json');

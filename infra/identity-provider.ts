@@ -160,6 +160,9 @@ export function buildIdentityProvider(opts: IdentityProviderOptions): FastifyIns
     return { access_token: accessToken, token_type: 'Bearer', expires_in: lifetime };
   });
 
+  // 200 while the process runs; it has no dependency to wait for (clients are read per token request).
+  app.get('/health', async () => ({ status: 'ok' }));
+
   app.get('/.well-known/jwks.json', async (_request, reply) => {
     reply.header('cache-control', 'public, max-age=300');
     return jwks;

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Supervisor, type SupervisedChild, type SupervisorOptions } from './supervisor.ts';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -40,6 +41,33 @@ export function spawnService(name: string, entry: string, env: NodeJS.ProcessEnv
       clearTimeout(timer);
     },
   };
+}
+
+/**
+ * Runs `<entry>` as spawnService does, under a Supervisor: restarted with backoff whenever it exits unasked, until
+ * the supervisor is stopped. Each incarnation appends to the same log file.
+ */
+export function superviseService(
+  name: string,
+  entry: string,
+  env: NodeJS.ProcessEnv,
+  logFile: string,
+  options: Omit<SupervisorOptions, 'name' | 'spawn'>,
+): Supervisor {
+  const supervisor = new Supervisor({
+    ...options,
+    name,
+    spawn: (): SupervisedChild => {
+      const service = spawnService(name, entry, env, logFile);
+      return {
+        pid: service.child.pid,
+        exited: service.exited.then((code) => ({ code, signal: service.child.signalCode })),
+        stop: () => service.stop(),
+      };
+    },
+  });
+  supervisor.start();
+  return supervisor;
 }
 
 /** Polls `url` until it answers below 500, or fails with `what` after `timeoutMs`. */

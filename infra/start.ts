@@ -1,7 +1,9 @@
 /**
  * `npm start`: the whole system on this machine — Kafka, Cassandra and the schema registry (downloaded from Maven
  * Central on first use, data under .local/), migrations, topics and schemas, the dev identity provider, the gateway
- * (both APIs), one router and one dispatcher. Prints a ready demo client; Ctrl-C stops everything.
+ * (both APIs), one router and one dispatcher (`--dispatchers N` or START_DISPATCHERS=N for more). Every service
+ * process is supervised: restarted with backoff when it exits unasked (infra/supervisor.ts). Prints a ready demo client;
+ * Ctrl-C stops everything.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -11,9 +13,10 @@ import { loadConfig } from '../core/config.ts';
 import { IntegratorStore } from '../core/integrators/integrator-store.ts';
 import { createLogger } from '../core/log.ts';
 import { ClientStore } from './client-store.ts';
-import { repoRoot, spawnService, waitForHttp, type ServiceProcess } from './processes.ts';
+import { repoRoot, superviseService, waitForHttp } from './processes.ts';
 import { provision } from './provision.ts';
 import { ensureServers } from './servers.ts';
+import type { Supervisor } from './supervisor.ts';
 
 const local = path.join(repoRoot, '.local');
 const started = Date.now();
@@ -29,7 +32,27 @@ function persisted(file: string, make: () => string): string {
   return value;
 }
 
+/** How many dispatchers to run: `--dispatchers N` (or `--dispatchers=N`), else START_DISPATCHERS, else 1. */
+function dispatcherCount(args: string[], env: NodeJS.ProcessEnv): number {
+  const index = args.findIndex((arg) => arg === '--dispatchers' || arg.startsWith('--dispatchers='));
+  const text = index < 0 ? env.START_DISPATCHERS : (args[index]!.split('=')[1] ?? args[index + 1]);
+  const count = Number(text ?? '1');
+  if (!Number.isInteger(count) || count < 1 || count > 32) {
+    throw new Error(`--dispatchers / START_DISPATCHERS must be a whole number from 1 to 32, not "${text}"`);
+  }
+  return count;
+}
+
+const supervisors: Supervisor[] = [];
+
 async function main(): Promise<void> {
+  const dispatchers = dispatcherCount(process.argv.slice(2), process.env);
+  // The router's metrics, health and readiness on METRICS_PORT (9101 unless set), dispatcher k on the k-th port after
+  // it; METRICS_PORT=0 turns them all off.
+  const firstMetricsPort = Number(process.env.METRICS_PORT ?? '9101');
+  if (!Number.isInteger(firstMetricsPort) || firstMetricsPort < 0 || firstMetricsPort + dispatchers > 65535) {
+    throw new Error(`METRICS_PORT must be a port number (0 for off), not "${process.env.METRICS_PORT}"`);
+  }
   say('starting Kafka, Cassandra and the schema registry (the first start downloads about 300 MB)');
   const servers = await ensureServers({ root: local, progress: (line) => say(line) });
   const env: NodeJS.ProcessEnv = {
@@ -63,10 +86,9 @@ async function main(): Promise<void> {
   await db.shutdown();
 
   const logs = path.join(local, 'logs');
-  const services: ServiceProcess[] = [];
   const stopAll = async () => {
     say('stopping services');
-    await Promise.all(services.reverse().map((service) => service.stop()));
+    await Promise.all([...supervisors].reverse().map((supervisor) => supervisor.stop()));
     say('stopping servers started by this run');
     await servers.stop();
     say('stopped');
@@ -80,34 +102,47 @@ async function main(): Promise<void> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 
-  const metricsPorts: Record<string, string> = { router: '9101', dispatcher: '9102' };
-  const launch = (name: string, entry: string) => {
-    const serviceEnv = { ...env, METRICS_PORT: process.env.METRICS_PORT ?? metricsPorts[name] ?? '0' };
-    const service = spawnService(name, entry, serviceEnv, path.join(logs, `${name}.log`));
-    services.push(service);
-    void service.exited.then((code) => {
-      if (!stopping) say(`${name} exited (code ${code}); see ${path.join(logs, `${name}.log`)}`);
-    });
-    return service;
+  const metricsPort = (offset: number) => (firstMetricsPort === 0 ? 0 : firstMetricsPort + offset);
+  const launch = (name: string, entry: string, port = 0) => {
+    const logFile = path.join(logs, `${name}.log`);
+    supervisors.push(
+      superviseService(name, entry, { ...env, METRICS_PORT: String(port) }, logFile, {
+        report: (line) => say(`${line}; log: ${logFile}`),
+      }),
+    );
   };
-  say('starting the identity provider, gateway, router and dispatcher');
-  const idp = launch('identity-provider', 'infra/identity-provider-main.ts');
-  const gateway = launch('gateway', 'api/main.ts');
-  launch('router', 'router/main.ts');
-  launch('dispatcher', 'dispatcher/main.ts');
-  await waitForHttp(`${config.auth.url}/.well-known/jwks.json`, 'identity provider', 60_000, idp.exited);
-  await waitForHttp(`${config.gateway.baseUrl}/ready`, 'gateway', 90_000, gateway.exited);
+  const dispatcherNames = Array.from({ length: dispatchers }, (_, k) =>
+    dispatchers === 1 ? 'dispatcher' : `dispatcher-${k + 1}`,
+  );
+  const probes = [
+    { name: 'router', port: metricsPort(0) },
+    ...dispatcherNames.map((name, k) => ({ name, port: metricsPort(k + 1) })),
+  ];
+  say(`starting the identity provider, gateway, router and ${dispatchers} dispatcher${dispatchers === 1 ? '' : 's'}`);
+  launch('identity-provider', 'infra/identity-provider-main.ts');
+  launch('gateway', 'api/main.ts');
+  for (const probe of probes) launch(probe.name, `${probe.name.replace(/-\d+$/, '')}/main.ts`, probe.port);
+  // Supervised processes that fail at start are restarted, so these waits only give up at their time limit.
+  await waitForHttp(`${config.auth.url}/health`, 'identity provider', 60_000);
+  await waitForHttp(`${config.gateway.baseUrl}/ready`, 'gateway', 90_000);
+  for (const probe of probes) {
+    if (probe.port !== 0) await waitForHttp(`http://127.0.0.1:${probe.port}/ready`, probe.name, 90_000);
+  }
+  const endpoints = (probe: { name: string; port: number }) =>
+    probe.port === 0
+      ? `${probe.name.padEnd(21)} metrics, /health and /ready off (METRICS_PORT=0)`
+      : `${probe.name.padEnd(21)} http://127.0.0.1:${probe.port}/metrics, /health, /ready`;
 
   const base = config.gateway.baseUrl;
   console.log(`
 Core Webhooks is ready (${((Date.now() - started) / 1000).toFixed(1)} s).
 
-  gateway (both APIs)   ${base}   OpenAPI: ${base}/CoreWebhook/openapi.json, ${base}/CorePurchase/openapi.json
-  identity provider     ${config.auth.url}
+  gateway (both APIs)   ${base}   /health, /ready, OpenAPI: ${base}/CoreWebhook/openapi.json, ${base}/CorePurchase/openapi.json
+  identity provider     ${config.auth.url}   /health
   Kafka                 ${servers.kafkaBrokers.join(',')}
   Cassandra             ${servers.cassandraContactPoints.join(',')} (keyspace ${config.cassandra.keyspace})
   schema registry       ${servers.schemaRegistryUrl}
-  metrics               http://127.0.0.1:9101/metrics (router), http://127.0.0.1:9102/metrics (dispatcher)
+${probes.map((probe) => `  ${endpoints(probe)}`).join('\n')}
   logs                  ${logs}
 
 Demo client (tenant "${demo.tenantId}", registered on both APIs):
@@ -122,7 +157,8 @@ Then follow the walkthrough in README.md. Press Ctrl-C to stop everything.
 `);
 }
 
-main().catch((error: unknown) => {
+main().catch(async (error: unknown) => {
   console.error(`npm start failed: ${error instanceof Error ? error.message : String(error)}`);
+  await Promise.all(supervisors.map((supervisor) => supervisor.stop()));
   process.exit(1);
 });

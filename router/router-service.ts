@@ -2,7 +2,7 @@ import type { Config } from '../core/config.ts';
 import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import { MAY_BE_DUPLICATE_HEADER, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import { ConsumerRunner, Publisher } from '../core/kafka.ts';
-import { createMetrics, serveMetrics } from '../core/metrics.ts';
+import { consumerJoined, createMetrics, Readiness, serveMetrics } from '../core/metrics.ts';
 import type { Logger } from '../core/log.ts';
 import type { Platform } from '../core/platform.ts';
 import { codecFor } from '../core/registry.ts';
@@ -21,7 +21,11 @@ interface IntegrationEvent extends Omit<StoredEvent, 'payload'> {
 export async function startRouter(config: Config, platform: Platform, logger: Logger): Promise<() => Promise<void>> {
   const topics = topicNames(config);
   const metrics = createMetrics('router');
-  const metricsServer = await serveMetrics(metrics.registry, config.gateway.host, config.metricsPort);
+  const readiness = new Readiness(['cassandra', 'schema registry', 'consumer group']);
+  const metricsServer = await serveMetrics(metrics.registry, config.gateway.host, config.metricsPort, readiness);
+  readiness.set('cassandra', async () =>
+    (await platform.db.execute('SELECT release_version FROM system.local')).rowLength === 1 ? undefined : 'no answer',
+  );
   const subscriptions = new SubscriptionStore(platform.db, requireSecrets(config));
   const cache = new SubscriptionCache(
     (tenantId) => subscriptions.listByTenant(tenantId),
@@ -30,6 +34,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
   const store = new DeliveryStore(platform.db, config.webhook.historyRetentionMs);
   const deliveryCodec = await codecFor<DeliveryRecord>(platform.registry, 'delivery', topics.deliveries);
   const eventCodec = await codecFor<IntegrationEvent>(platform.registry, 'integrationEvent', topics.purchaseEvents);
+  readiness.set('schema registry', () => undefined); // it answered: the codecs above were fetched
   const publisher = await Publisher.connect(platform.kafka);
   const consumer = new ConsumerRunner(platform.kafka, {
     groupId: `${config.kafka.topicPrefix}webhook-router`,
@@ -75,6 +80,10 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
       logger.info({ eventId: event.eventId, eventType: event.eventType, deliveries: routed.length }, 'event routed');
     },
   });
+  readiness.set(
+    'consumer group',
+    consumerJoined(() => consumer.assignedPartitions),
+  );
   await consumer.start();
   logger.info({ topics: config.kafka.sourceTopics }, 'router started');
   return async () => {
