@@ -1,11 +1,11 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Delivery, DeliveryStatus, StoredEvent } from '../core/deliveries/delivery.ts';
-import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import { queuedDelivery, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import { buildEnvelope } from '../core/envelope.ts';
 import { deliveryIdFor } from '../core/ids.ts';
 import { blankSubscription, type Subscription } from '../core/subscriptions/subscription.ts';
-import { queuedDelivery, routeEvent, type RouterDeps } from './event-router.ts';
+import { routeEvent, type RouterDeps } from './event-router.ts';
 
 const LIMIT = 204_800;
 const RECEIVED_AT = Date.UTC(2025, 2, 3, 4, 5, 6, 789);

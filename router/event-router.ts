@@ -2,7 +2,7 @@ import { buildEnvelope, signBody } from '../core/envelope.ts';
 import { matchesAny } from '../core/event-types.ts';
 import { deliveryIdFor } from '../core/ids.ts';
 import type { Delivery, DeliveryStatus, StoredEvent } from '../core/deliveries/delivery.ts';
-import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import { queuedDelivery, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import type { Subscription } from '../core/subscriptions/subscription.ts';
 
 /** What the router needs to store deliveries. */
@@ -101,26 +101,4 @@ export async function routeEvent(
   );
   await deps.publish(records.map(({ record }) => record));
   return records.map(({ record }) => record);
-}
-
-/** The history row of a series that has just been queued. */
-export function queuedDelivery(record: DeliveryRecord): Delivery {
-  return {
-    tenantId: record.tenantId,
-    id: record.deliveryId,
-    eventId: record.eventId,
-    eventType: record.eventType,
-    subscriptionId: record.subscriptionId,
-    entityId: record.entityId,
-    status: 'queued',
-    attemptCount: 0,
-    lastStatusCode: null,
-    lastErrorMessage: null,
-    abandonReason: null,
-    nextRetryAt: null,
-    queuedAt: new Date(record.queuedAt),
-    occurredAt: record.occurredAt,
-    replayOf: record.replayOf,
-    signature: record.signature,
-  };
 }

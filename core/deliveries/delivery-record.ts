@@ -1,3 +1,5 @@
+import type { Delivery } from './delivery.ts';
+
 /** One pending attempt of a delivery series as it travels on the deliveries topic and the retry tiers. */
 export interface DeliveryRecord {
   deliveryId: string;
@@ -27,3 +29,25 @@ export interface DeliveryRecord {
 /** Kafka headers of the transport flags of a DeliveryRecord. */
 export const EXPIRY_HOP_HEADER = 'expiry-hop';
 export const MAY_BE_DUPLICATE_HEADER = 'may-be-duplicate';
+
+/** The history row of a series that has just been queued. */
+export function queuedDelivery(record: DeliveryRecord): Delivery {
+  return {
+    tenantId: record.tenantId,
+    id: record.deliveryId,
+    eventId: record.eventId,
+    eventType: record.eventType,
+    subscriptionId: record.subscriptionId,
+    entityId: record.entityId,
+    status: 'queued',
+    attemptCount: 0,
+    lastStatusCode: null,
+    lastErrorMessage: null,
+    abandonReason: null,
+    nextRetryAt: null,
+    queuedAt: new Date(record.queuedAt),
+    occurredAt: record.occurredAt,
+    replayOf: record.replayOf,
+    signature: record.signature,
+  };
+}
