@@ -80,6 +80,11 @@ describe('crash safety', () => {
       const seen = new Set(receiver.received.map((request) => String(request.headers['x-webhook-event-id'])));
       expect(seen.size).toBe(EVENTS);
       expect(receiver.received.length).toBeGreaterThanOrEqual(EVENTS);
+      // Few duplicates: records the survivors find in the partitions they take over are checked against the stored
+      // state, so only attempts in flight at the kill are sent again (the rest of the uncommitted backlog was before).
+      const duplicates = receiver.received.length - EVENTS;
+      console.log(`kill -9 of a dispatcher and the router: ${duplicates} duplicates of ${EVENTS} at one receiver`);
+      expect(duplicates).toBeLessThanOrEqual(EVENTS * 0.05);
     }
     // The next test needs the consumer groups to itself.
     await Promise.all(stacks.splice(0).map((stack) => stack.stop()));
