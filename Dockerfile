@@ -1,0 +1,47 @@
+# syntax=docker/dockerfile:1
+# One image for every service; the command picks the service:
+#   docker run core-webhooks dist/api/main.js          # gateway
+#   docker run core-webhooks dist/router/main.js       # router
+#   docker run core-webhooks dist/dispatcher/main.js   # dispatcher
+#   docker run core-webhooks dist/infra/admin.js migrate   # operator CLI (migrate | topics apply | schemas register)
+# Configuration comes from the environment only (README "Operating it", DESIGN.md §4 and §9).
+
+ARG NODE_IMAGE=node:20-slim
+
+# Compiles TypeScript to dist/ with every dependency the build needs.
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY core core
+COPY producer producer
+COPY router router
+COPY dispatcher dispatcher
+COPY api api
+COPY infra infra
+COPY schemas schemas
+# tsc emits JavaScript only: the CQL migrations (read from dist/core/migrations) and the Avro schemas (read from
+# dist/schemas) are copied beside it.
+RUN npm run build \
+  && cp -R core/migrations dist/core/migrations \
+  && cp -R schemas dist/schemas
+
+# Production dependencies only.
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+
+FROM ${NODE_IMAGE} AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+# package.json carries "type": "module", which the compiled ES modules need.
+COPY --chown=root:root package.json ./
+COPY --from=deps --chown=root:root /app/node_modules node_modules
+COPY --from=build --chown=root:root /app/dist dist
+# The image's unprivileged "node" user, by number so Kubernetes can check runAsNonRoot; the files stay root's.
+USER 1000:1000
+EXPOSE 8080 9100
+ENTRYPOINT ["node"]
+CMD ["dist/api/main.js"]
