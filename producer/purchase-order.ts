@@ -177,3 +177,8 @@ export function cancelled(dto: PurchaseOrderDTO, now: string): PurchaseOrderDTO 
 export function formatReference(sequence: bigint): string {
   return `PO-${sequence.toString().padStart(6, '0')}`;
 }
+
+/** The sequence value of a reference made by `formatReference`. */
+export function parseReference(reference: string): bigint {
+  return BigInt(reference.slice('PO-'.length));
+}

@@ -190,6 +190,8 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
       }
       const body = await store.transition(tenantId, next, order.version, eventType, now);
       if (body !== undefined) return body;
+      // Not applied, for certain: no committed state carries the reference, so the next validation takes it.
+      if (action === 'validate') store.returnReference(tenantId, next.reference!);
       // An order changes state at most twice, so a third lost race means something is wrong: let the client retry.
       if (attempt >= 3) throw new ConflictError(`purchase order ${id} changed concurrently; try again`);
     }

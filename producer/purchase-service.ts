@@ -70,6 +70,7 @@ export async function startPurchaseService(
     stop: async () => {
       abort.abort();
       await running;
+      await store.close(); // the HTTP server is closed: the unused references go back to their counters
       await publisher.close();
     },
   };

@@ -1,6 +1,14 @@
 import { queryPage, types, type CassandraClient } from '../core/cassandra.ts';
 import { newId } from '../core/ids.ts';
-import { formatReference, serializePurchaseOrder, type Item, type PurchaseOrderDTO } from './purchase-order.ts';
+import { isCasTimeout } from './cas.ts';
+import {
+  formatReference,
+  parseReference,
+  serializePurchaseOrder,
+  type Item,
+  type PurchaseOrderDTO,
+} from './purchase-order.ts';
+import { ReferenceLeases } from './reference-leases.ts';
 
 const MINUTE = 60_000;
 /** Bodies up to this many UTF-16 units stay inline (at most ~1.5 MB of UTF-8, twice in one batch). */
@@ -24,16 +32,14 @@ export type TransitionListener = (tenantId: string, orderId: string) => void;
 
 /** Cassandra store of items, purchase orders, their outbox rows and reference sequences. */
 export class PurchaseStore {
-  private readonly referenceWaiters = new Map<
-    string,
-    { resolve(reference: string): void; reject(error: unknown): void }[]
-  >();
-  private readonly allocating = new Set<string>();
+  private readonly references: ReferenceLeases;
 
   constructor(
     private readonly db: CassandraClient,
     private readonly onCommitted?: TransitionListener,
-  ) {}
+  ) {
+    this.references = new ReferenceLeases(db);
+  }
 
   async createItem(tenantId: string, item: Item): Promise<void> {
     await this.db.execute(
@@ -201,74 +207,21 @@ export class PurchaseStore {
   }
 
   /**
-   * Next business reference of a tenant: a compare-and-set on the tenant's counter, so two validations never share
-   * one. Callers of this process that arrive while a compare-and-set is in flight share the next one (it takes as many
-   * values as there are callers), so a busy tenant's validations do not contend on the counter one by one.
+   * Next business reference of a tenant, unique across processes; see ReferenceLeases for how the sequence stays
+   * contiguous. A caller whose validation certainly did not commit gives the reference back (`returnReference`).
    */
-  nextReference(tenantId: string): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const waiting = this.referenceWaiters.get(tenantId) ?? [];
-      waiting.push({ resolve, reject });
-      this.referenceWaiters.set(tenantId, waiting);
-      if (!this.allocating.has(tenantId)) void this.allocateReferences(tenantId);
-    });
+  async nextReference(tenantId: string): Promise<string> {
+    return formatReference(await this.references.next(tenantId));
   }
 
-  /** Serves the tenant's waiting callers in rounds, one compare-and-set per round for all who arrived meanwhile. */
-  private async allocateReferences(tenantId: string): Promise<void> {
-    this.allocating.add(tenantId);
-    try {
-      for (;;) {
-        const waiting = this.referenceWaiters.get(tenantId) ?? [];
-        this.referenceWaiters.delete(tenantId);
-        if (waiting.length === 0) return;
-        try {
-          const first = await this.reserveReferences(tenantId, waiting.length);
-          waiting.forEach((caller, index) => caller.resolve(formatReference(first + BigInt(index))));
-        } catch (error) {
-          for (const caller of waiting) caller.reject(error);
-        }
-      }
-    } finally {
-      this.allocating.delete(tenantId);
-    }
+  /** Gives back a reference from `nextReference` that no committed state change carries: it is handed out again. */
+  returnReference(tenantId: string, reference: string): void {
+    this.references.giveBack(tenantId, parseReference(reference));
   }
 
-  /** Takes `count` consecutive values of the tenant's counter by compare-and-set and returns the first. */
-  private async reserveReferences(tenantId: string, count: number): Promise<bigint> {
-    let last: bigint | undefined | null = null; // null: to be read; undefined: no counter yet
-    for (;;) {
-      if (last === null) {
-        const row = (
-          await this.db.execute('SELECT last_value FROM reference_sequences WHERE tenant_id = ?', [tenantId], {
-            consistency: types.consistencies.localSerial, // see the latest compare-and-set result
-          })
-        ).first();
-        last = row ? BigInt(String(row.last_value)) : undefined;
-      }
-      const next = (last ?? 0n) + BigInt(count);
-      try {
-        const result =
-          last === undefined
-            ? await this.db.execute(
-                'INSERT INTO reference_sequences (tenant_id, last_value) VALUES (?, ?) IF NOT EXISTS',
-                [tenantId, next.toString()],
-              )
-            : await this.db.execute(
-                'UPDATE reference_sequences SET last_value = ? WHERE tenant_id = ? IF last_value = ?',
-                [next.toString(), tenantId, last.toString()],
-              );
-        if (result.wasApplied()) return (last ?? 0n) + 1n;
-        // A lost compare-and-set answers with the current value: try again from it.
-        const current: unknown = result.first()?.last_value;
-        last = current === null || current === undefined ? null : BigInt(String(current));
-      } catch (error) {
-        // Under contention a compare-and-set can time out with an unknown outcome: reading again and taking the next
-        // values is safe (at worst the values it may have taken are skipped; none is ever handed out twice).
-        if (!isCasTimeout(error)) throw error;
-        last = null;
-      }
-    }
+  /** Gives the unused references of this process's leases back (call once no request can ask for one). */
+  async close(): Promise<void> {
+    await this.references.close();
   }
 
   /** Orders that may hold unpublished outbox rows, from one minute bucket of pointers. */
@@ -366,14 +319,6 @@ export class PurchaseStore {
       bucket,
     ]);
   }
-}
-
-/** A write timeout of a lightweight transaction (server side) or of the request (client side): outcome unknown. */
-function isCasTimeout(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const { code, writeType } = error as Error & { code?: number; writeType?: string };
-  if (code === types.responseErrorCodes.writeTimeout) return writeType === 'CAS';
-  return error.name === 'OperationTimedOutError';
 }
 
 export { MINUTE };

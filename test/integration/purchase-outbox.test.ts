@@ -14,6 +14,7 @@ import {
   type PurchaseOrderDTO,
 } from '../../producer/purchase-order.ts';
 import { MINUTE, PurchaseStore, type OutboxRow } from '../../producer/purchase-store.ts';
+import { MAX_LEASE } from '../../producer/reference-leases.ts';
 import { testEnv, waitFor } from '../support/harness.ts';
 
 /** The store as one tenant's relay sees it: other tests' pointers are not this relay's business. */
@@ -53,6 +54,24 @@ function heldWriter(db: CassandraClient) {
     },
   });
   return { store: new PurchaseStore(client), reached, open };
+}
+
+/** A client that counts the compare-and-sets on reference counters. */
+function countingCounterWrites(db: CassandraClient) {
+  const counted = { compareAndSets: 0 };
+  const client = new Proxy(db, {
+    get(target, property) {
+      if (property === 'execute') {
+        return (...args: Parameters<CassandraClient['execute']>) => {
+          if (/reference_sequences .* IF |IF NOT EXISTS/s.test(String(args[0]))) counted.compareAndSets += 1;
+          return target.execute(...args);
+        };
+      }
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return { client, counted };
 }
 
 const SETTLE_MS = 30_000;
@@ -161,6 +180,70 @@ describe('purchase store and outbox relay', () => {
       Array.from({ length: 200 }, (_, index) => formatReference(BigInt(index + 1))),
     );
     expect(await processes[0]!.nextReference(tenantId)).toBe('PO-000201');
+  });
+
+  describe('reference leases', () => {
+    const sequence = (from: number, count: number) =>
+      Array.from({ length: count }, (_, index) => formatReference(BigInt(from + index)));
+    const counterOf = async (tenantId: string) =>
+      Number(
+        (await db.execute('SELECT last_value FROM reference_sequences WHERE tenant_id = ?', [tenantId])).first()
+          ?.last_value,
+      );
+
+    it('takes a busy tenant its references by blocks, and gives the unused tail back on close', async () => {
+      const tenantId = `lease-${randomBytes(4).toString('hex')}`;
+      const { client, counted } = countingCounterWrites(db);
+      const store = new PurchaseStore(client);
+      const taken: string[] = [];
+      for (let burst = 0; burst < 10; burst += 1) {
+        taken.push(...(await Promise.all(Array.from({ length: 50 }, () => store.nextReference(tenantId)))));
+      }
+      expect([...taken].sort()).toEqual(sequence(1, 500));
+      // One compare-and-set per block, blocks doubling up to MAX_LEASE: far fewer than one per reference.
+      expect(counted.compareAndSets).toBeLessThanOrEqual(Math.ceil(500 / MAX_LEASE) + 3);
+      expect(await counterOf(tenantId)).toBeGreaterThanOrEqual(500);
+
+      await store.close();
+      expect(await counterOf(tenantId)).toBe(500);
+      expect(await new PurchaseStore(db).nextReference(tenantId)).toBe(formatReference(501n));
+    });
+
+    it('leases a quiet tenant one reference at a time', async () => {
+      const tenantId = `quiet-${randomBytes(4).toString('hex')}`;
+      const store = new PurchaseStore(db);
+      expect(await store.nextReference(tenantId)).toBe('PO-000001');
+      expect(await counterOf(tenantId)).toBe(1);
+    });
+
+    it('hands a reference given back out again, and gives it back to the counter on close if it ends the block', async () => {
+      const tenantId = `back-${randomBytes(4).toString('hex')}`;
+      const store = new PurchaseStore(db);
+      const [first, second] = await Promise.all([store.nextReference(tenantId), store.nextReference(tenantId)]);
+      expect([first, second]).toEqual(sequence(1, 2));
+      store.returnReference(tenantId, first!);
+      expect(await store.nextReference(tenantId)).toBe(first);
+      store.returnReference(tenantId, second!);
+      await store.close();
+      expect(await counterOf(tenantId)).toBe(1); // PO-000002 went back with the block's unused tail
+    });
+
+    it('leaves a gap only where another process leased after a block it could not give back', async () => {
+      const tenantId = `gap-${randomBytes(4).toString('hex')}`;
+      const [one, two] = [new PurchaseStore(db), new PurchaseStore(db)];
+      // Two quick bursts make the first process lease a block larger than it then uses.
+      await Promise.all(Array.from({ length: 4 }, () => one.nextReference(tenantId)));
+      await one.nextReference(tenantId);
+      const leasedByOne = await counterOf(tenantId);
+      expect(leasedByOne).toBeGreaterThan(5);
+      expect(await two.nextReference(tenantId)).toBe(formatReference(BigInt(leasedByOne + 1)));
+      await one.close(); // a later block exists: the counter stays where the second process left it
+      expect(await counterOf(tenantId)).toBe(leasedByOne + 1);
+      await two.close();
+      expect(await counterOf(tenantId)).toBe(leasedByOne + 1);
+      // Never a duplicate: a new process continues after every block.
+      expect(await new PurchaseStore(db).nextReference(tenantId)).toBe(formatReference(BigInt(leasedByOne + 2)));
+    });
   });
 
   it('publishes the event of a writer that was between its pointer and its batch when the relay read the order', async () => {

@@ -268,6 +268,11 @@ describe('purchase service', () => {
             return { draft, validation, cancellation };
           }),
         );
+        // A validation that lost its race to the cancellation gave its reference back: those that won hold 1..n.
+        const won = outcomes.filter(({ validation }) => validation.status === 200);
+        expect(won.map(({ validation }) => validation.json<Dto>().reference).sort()).toEqual(
+          won.map((_, index) => `PO-${String(index + 1).padStart(6, '0')}`),
+        );
         for (const { draft, validation, cancellation } of outcomes) {
           // Cancel is allowed from Draft and from Validated: whichever came first, the cancellation succeeds.
           expect(cancellation.status, cancellation.text).toBe(200);
@@ -309,8 +314,10 @@ describe('purchase service', () => {
       const answers = await Promise.all(drafts.map((draft) => tenant.call('POST', `${ORDERS}/${draft.id}/validate`)));
       for (const answer of answers) expect(answer.status, answer.text).toBe(200);
       const references = answers.map((answer) => answer.json<Dto>().reference);
-      for (const reference of references) expect(reference).toMatch(/^PO-\d{6}$/);
-      expect(new Set(references).size).toBe(200);
+      // Taken from leased blocks, yet contiguous: exactly PO-000001 to PO-000200.
+      expect([...references].sort()).toEqual(
+        Array.from({ length: 200 }, (_, index) => `PO-${String(index + 1).padStart(6, '0')}`),
+      );
 
       const ids = drafts.map((draft) => draft.id);
       await settled(tenant.id, ids);
@@ -320,6 +327,45 @@ describe('purchase service', () => {
         expect(published[0]!.payload.equals(answers[index]!.bytes)).toBe(true);
         expect(published[0]!.reference).toBe(references[index]);
       });
+    });
+  });
+
+  describe('references', () => {
+    it('stay contiguous across a gateway stopped gracefully in the middle of a burst', async () => {
+      const otherBase = `http://127.0.0.1:${await freePort()}`;
+      const other = await startPurchaseGateway({ ...env, GATEWAY_BASE_URL: otherBase, PURCHASE_OUTBOX_RELAY: 'false' });
+      const tenant = await newTenant();
+      const elsewhere = apiClient(otherBase, tenant.token);
+      const itemId = await tenant.item();
+      const drafts = await Promise.all(Array.from({ length: 60 }, () => tenant.order([{ itemId, quantity: '1' }])));
+      const validate = (call: typeof elsewhere, ids: string[]) =>
+        Promise.all(ids.map((id) => call('POST', `${ORDERS}/${id}/validate`)));
+      let stopped = false;
+      try {
+        // The other gateway leases a block larger than this first burst needs (blocks grow while used up quickly)...
+        const first = await validate(
+          elsewhere,
+          drafts.slice(0, 10).map((draft) => draft.id),
+        );
+        const second = await validate(
+          elsewhere,
+          drafts.slice(10, 25).map((draft) => draft.id),
+        );
+        // ...and gives back what it did not use when it stops; this gateway continues right after the last one used.
+        await other.stop();
+        stopped = true;
+        const third = await validate(
+          tenant.call,
+          drafts.slice(25).map((draft) => draft.id),
+        );
+        const answers = [...first, ...second, ...third];
+        for (const answer of answers) expect(answer.status, answer.text).toBe(200);
+        expect(answers.map((answer) => answer.json<Dto>().reference).sort()).toEqual(
+          Array.from({ length: 60 }, (_, index) => `PO-${String(index + 1).padStart(6, '0')}`),
+        );
+      } finally {
+        if (!stopped) await other.stop();
+      }
     });
   });
 
