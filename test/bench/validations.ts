@@ -41,6 +41,11 @@ const summary = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
   return `p50 ${percentile(sorted, 0.5)} ms, p99 ${percentile(sorted, 0.99)} ms, max ${sorted.at(-1)} ms`;
 };
+/** CPU time (user + system) the process has used so far, in ms: what a validation costs, whatever else runs. */
+const cpuMs = (pid: number) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+};
 const rssMb = (pid: number) => {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
   return line ? Number(line[1]) / 1024 : NaN;
@@ -169,6 +174,7 @@ try {
   const answeredAt = new Map<string, number>();
   const failures = new Map<number, number>();
   const validated = new Set<string>();
+  const cpuBefore = cpuMs(gateway.child.pid!);
   started = Date.now();
   await pool(created.length, concurrency, async (index) => {
     const { id, tenant } = created[index]!;
@@ -184,6 +190,7 @@ try {
   while (validatedIds.some((id) => !eventAt.has(id)) && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+  const gatewayCpu = cpuMs(gateway.child.pid!) - cpuBefore;
   const withEvent = validatedIds.filter((id) => eventAt.has(id));
   const lastEvent = Math.max(...withEvent.map((id) => eventAt.get(id)!));
   const endToEndSeconds = (lastEvent - started) / 1000;
@@ -198,6 +205,7 @@ end to end (request sent → event read from the topic): ${(withEvent.length / e
 latency HTTP (request → 200): ${summary(http)}
 latency end to end (request → event): ${summary(endToEnd)}
 latency answer → event: ${summary(afterAnswer)}
+gateway CPU from the first validation to the last event: ${(gatewayCpu / orders).toFixed(2)} ms per validation
 gateway RSS: ${rssMb(gateway.child.pid!).toFixed(0)} MB`);
 } finally {
   await consumer.disconnect();
