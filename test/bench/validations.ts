@@ -112,6 +112,8 @@ const kafka = createKafka(config.kafka.brokers, 'bench-reader', logger);
 const registry = createRegistry(config.schemaRegistryUrl);
 const consumer = kafka.consumer({ groupId: `bench-${run}`, maxWaitTimeInMs: 50 });
 const eventAt = new Map<string, number>();
+/** When the gateway handed each order's first event to Kafka (the record's create time, set by the producer). */
+const publishedAt = new Map<string, number>();
 let duplicates = 0;
 
 try {
@@ -125,7 +127,10 @@ try {
       const receivedAt = Date.now();
       const event = (await registry.decode(message.value!)) as PublishedEvent;
       if (eventAt.has(event.entityId)) duplicates += 1;
-      else eventAt.set(event.entityId, receivedAt);
+      else {
+        eventAt.set(event.entityId, receivedAt);
+        publishedAt.set(event.entityId, Number(message.timestamp));
+      }
     },
   });
   await joined;
@@ -197,6 +202,8 @@ try {
   const http = withEvent.map((id) => answeredAt.get(id)! - sentAt.get(id)!);
   const endToEnd = withEvent.map((id) => eventAt.get(id)! - sentAt.get(id)!);
   const afterAnswer = withEvent.map((id) => eventAt.get(id)! - answeredAt.get(id)!);
+  const toPublish = withEvent.map((id) => publishedAt.get(id)! - answeredAt.get(id)!);
+  const toRead = withEvent.map((id) => eventAt.get(id)! - publishedAt.get(id)!);
   console.log(`
 ${orders} orders over ${tenantCount} tenant(s), ${concurrency} requests in flight
 creation: ${(orders / creationSeconds).toFixed(0)} orders/s
@@ -204,7 +211,7 @@ validation answered: ${(orders / answeredSeconds).toFixed(0)} validations/s over
 end to end (request sent → event read from the topic): ${(withEvent.length / endToEndSeconds).toFixed(0)} validations/s over ${endToEndSeconds.toFixed(1)} s; events ${withEvent.length}/${validatedIds.length}, duplicates ${duplicates}
 latency HTTP (request → 200): ${summary(http)}
 latency end to end (request → event): ${summary(endToEnd)}
-latency answer → event: ${summary(afterAnswer)}
+latency answer → event: ${summary(afterAnswer)} (answer → handed to Kafka: ${summary(toPublish)}; → read: ${summary(toRead)})
 gateway CPU from the first validation to the last event: ${(gatewayCpu / orders).toFixed(2)} ms per validation
 gateway RSS: ${rssMb(gateway.child.pid!).toFixed(0)} MB`);
 } finally {
