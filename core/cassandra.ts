@@ -120,8 +120,10 @@ function badCursor() {
  * overloaded replicas), as opposed to a bad request: callers answer 503 and the request can be retried.
  */
 export function isUnreachable(error: unknown): boolean {
-  const err = error as { name?: string; code?: number };
+  const err = (error ?? {}) as { name?: string; code?: number; isSocketError?: boolean };
   if (err.name === 'NoHostAvailableError' || err.name === 'OperationTimedOutError') return true;
+  // A connection closed under a request (the node went away mid-flight), or every connection busy.
+  if (err.isSocketError === true || err.name === 'BusyConnectionError') return true;
   const { responseErrorCodes: codes } = cassandra.types;
   return (
     err.name === 'ResponseError' &&

@@ -1,0 +1,39 @@
+import cassandra from 'cassandra-driver';
+import { describe, expect, it } from 'vitest';
+import { isUnreachable } from './cassandra.ts';
+
+const { errors, types } = cassandra;
+const codes = types.responseErrorCodes;
+// The driver's base error is abstract in its typings, but thrown as such at run time (e.g. "Socket was closed").
+const DriverError = errors.DriverError as unknown as new (message: string) => Error;
+
+function socketClosed(): Error {
+  const error = new DriverError('Socket was closed') as Error & { isSocketError?: boolean };
+  error.isSocketError = true;
+  return error;
+}
+
+describe('isUnreachable: which driver errors the API answers with 503 (retry later) rather than 500', () => {
+  it.each<[string, unknown]>([
+    ['no host available', new errors.NoHostAvailableError({})],
+    ['a request timed out', new errors.OperationTimedOutError('The host did not reply before timeout 1500 ms')],
+    ['the socket closed under a request', socketClosed()],
+    ['every connection busy', new errors.BusyConnectionError('127.0.0.1:9042', 2048, 2)],
+    ['replicas unavailable', new errors.ResponseError(codes.unavailableException, 'Cannot achieve consistency')],
+    ['the node overloaded', new errors.ResponseError(codes.overloaded, 'overloaded')],
+    ['a read timeout', new errors.ResponseError(codes.readTimeout, 'read timeout')],
+    ['a write timeout', new errors.ResponseError(codes.writeTimeout, 'write timeout')],
+  ])('%s: unreachable', (_name, error) => {
+    expect(isUnreachable(error)).toBe(true);
+  });
+
+  it.each<[string, unknown]>([
+    ['a syntax error', new errors.ResponseError(codes.syntaxError, 'line 1:0 no viable alternative')],
+    ['an invalid query', new errors.ResponseError(codes.invalid, 'Undefined column name')],
+    ['another driver error', new DriverError('something else')],
+    ['a plain error', new Error('boom')],
+    ['not an error', undefined],
+  ])('%s: not unreachable', (_name, error) => {
+    expect(isUnreachable(error)).toBe(false);
+  });
+});
