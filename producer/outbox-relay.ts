@@ -1,5 +1,5 @@
 import type { Logger } from '../core/log.ts';
-import { MINUTE, type CommittedRow, type OutboxRow, type PurchaseStore } from './purchase-store.ts';
+import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts';
 
 /**
  * Publishes one outbox row; resolves only once the broker acknowledged it (acks=all). `mayBeDuplicate` marks a row
@@ -37,12 +37,6 @@ export interface OutboxRelayOptions {
   now?: () => number;
 }
 
-/**
- * How long the relay remembers what a nudge did (published an order, or left it to the sweep) and that a sweep read an
- * order; forgetting costs at most a read, or the wait for a settling read.
- */
-const REMEMBER_MS = 10_000;
-
 /** What the sweep knows of one listed pointer. */
 interface Tracked {
   /** Upper bound of the pointer's write time: when the sweep first listed it (or the end of its bucket). */
@@ -53,16 +47,14 @@ interface Tracked {
 /**
  * Publishes every committed outbox row at least once.
  *
- * Fast path: `nudge` is called in-process once a state change and its outbox row committed, and publishes the row at
- * once, as the writer hands it over (the order is not read back). Sweep: pointers are listed by minute bucket from the
- * oldest still open to now; each order is read when its pointer is first listed (unless a nudge of this process
- * published it) and again once the pointer has settled, and only then is the pointer deleted, with a write time
- * (`USING TIMESTAMP`) that removes the pointer writes that read has covered and no later one. So a writer still between
- * its pointer and its batch, or a second transition of the same order in the same minute, keeps its pointer. A crash at
- * any point leaves the row to a later read. A nudge dropped for want of room, or failed, has its order read by the
- * next sweep. Without a nudge (the writer's process runs no relay, or died before publishing), an event whose batch
- * landed just after its order's first read waits for the settling read, up to settleMs; any other is published by the
- * next sweep.
+ * Fast path: `nudge` is called in-process once a state change and its outbox row committed, and publishes the order's
+ * rows at once. Sweep: pointers are listed by minute bucket from the oldest still open to now; each order is read when
+ * its pointer is first listed and again once the pointer has settled, and only then is the pointer deleted, with a
+ * write time (`USING TIMESTAMP`) that removes the pointer writes that read has covered and no later one. So a writer
+ * still between its pointer and its batch, or a second transition of the same order in the same minute, keeps its
+ * pointer. A crash at any point leaves the row to a later read. Without a nudge (the writer's process runs no relay,
+ * or died before publishing), an event whose batch landed just after its order's first read waits for the settling
+ * read, up to settleMs; any other is published by the next sweep.
  *
  * Window: publications hold the rows they read (a body may be tens of MB) until Kafka acknowledges them, which during
  * an outage is when it comes back. So the relay holds at most `window` orders and about `windowBytes` at once: a nudge
@@ -80,15 +72,6 @@ export class OutboxRelay {
   private heldBytes = 0;
   /** Sweep workers waiting for room in the window. */
   private waiting: (() => void)[] = [];
-  /** Orders whose rows a nudge published, by when: the sweep skips its first read of their pointer. */
-  private readonly nudged = new Map<string, number>();
-  /** Orders a sweep read recently, by when it started: a nudge does not trust a row a sweep may have published. */
-  private readonly swept = new Map<string, number>();
-  /**
-   * Orders whose nudge was dropped (full window) or failed: the next sweep reads them even if it read them already (a
-   * read made before their batch applied found nothing, and the settling read is settleMs away), by when.
-   */
-  private readonly owed = new Map<string, number>();
 
   constructor(
     private readonly store: PurchaseStore,
@@ -117,24 +100,16 @@ export class OutboxRelay {
     await this.idle();
   }
 
-  /**
-   * Publishes the order's unpublished rows now; a full window or a failure leaves them to the sweep. Given the row its
-   * writer committed, publishes that row as it is, without reading the order back, unless this process may have
-   * published it already (a sweep of the order is in progress or started since the row's batch was sent): then it
-   * reads the order, as without it.
-   */
-  nudge(tenantId: string, orderId: string, committed?: CommittedRow): void {
-    const key = `${tenantId}\u0000${orderId}`;
+  /** Publishes the order's unpublished rows now; a full window or a failure leaves them to the sweep. */
+  nudge(tenantId: string, orderId: string): void {
     if (!this.hasRoom()) {
       this.logger.debug({ tenantId, orderId }, 'outbox relay window full; the sweep will publish the order');
-      this.owed.set(key, Date.now());
       return;
     }
     this.inFlight += 1;
-    const nudge = this.publishInWindow(tenantId, orderId, false, committed).catch((error: unknown) => {
-      this.logger.warn({ err: error, tenantId, orderId }, 'outbox publication failed; the sweep will retry it');
-      this.owed.set(key, Date.now());
-    });
+    const nudge = this.publishInWindow(tenantId, orderId).catch((error: unknown) =>
+      this.logger.warn({ err: error, tenantId, orderId }, 'outbox publication failed; the sweep will retry it'),
+    );
     this.nudges.add(nudge);
     void nudge.finally(() => this.nudges.delete(nudge));
   }
@@ -160,19 +135,8 @@ export class OutboxRelay {
       const listed = new Map<string, Tracked>();
       for (const { tenantId, orderId } of pointers) {
         const key = `${tenantId}\u0000${orderId}`;
-        const owed = this.owed.delete(key);
-        const known = before?.get(key);
-        if (known) {
-          if (owed) known.nextReadAt = now;
-          listed.set(key, known);
-          continue;
-        }
         // A pointer of a bucket that ended was written by then (give or take the clock skew settleMs allows for).
-        const writtenBy = Math.min(now, (bucket + 1) * MINUTE);
-        // The first read is only there to publish soon what no nudge published; the settling read is what makes the
-        // pointer safe to drop, and it is never skipped.
-        const nudged = this.nudged.delete(key) && !owed;
-        listed.set(key, { writtenBy, nextReadAt: nudged ? writtenBy + settleMs : now });
+        listed.set(key, before?.get(key) ?? { writtenBy: Math.min(now, (bucket + 1) * MINUTE), nextReadAt: now });
       }
       if (listed.size > 0) this.tracked.set(bucket, listed);
       else this.tracked.delete(bucket);
@@ -199,11 +163,6 @@ export class OutboxRelay {
       if (pointers.length > 0 || bucket >= current - 1) oldestOpen = Math.min(oldestOpen, bucket);
     }
     for (const bucket of this.tracked.keys()) if (bucket < oldestOpen) this.tracked.delete(bucket);
-    // Real time, as the marks were made with (the clock option only moves the sweep's schedule).
-    const forgetBefore = Date.now() - REMEMBER_MS;
-    for (const remembered of [this.nudged, this.swept, this.owed]) {
-      for (const [key, at] of remembered) if (at < forgetBefore) remembered.delete(key);
-    }
     if (oldestOpen !== saved) await this.store.saveRelayProgress(this.options.name, oldestOpen);
     if (published > 0) this.logger.debug({ published }, 'outbox relay published events');
     return published;
@@ -220,15 +179,10 @@ export class OutboxRelay {
   }
 
   /** Publishes the order's rows in the place taken in the window, and gives the place (and the bytes) back. */
-  private async publishInWindow(
-    tenantId: string,
-    orderId: string,
-    viaSweep = false,
-    committed?: CommittedRow,
-  ): Promise<number> {
+  private async publishInWindow(tenantId: string, orderId: string, viaSweep = false): Promise<number> {
     let bytes = 0;
     try {
-      return await this.publishOrder(tenantId, orderId, viaSweep, committed, (rows) => {
+      return await this.publishOrder(tenantId, orderId, viaSweep, (rows) => {
         bytes = rows.reduce((total, row) => total + Buffer.byteLength(row.payload), 0);
         this.heldBytes += bytes;
       });
@@ -242,37 +196,23 @@ export class OutboxRelay {
     }
   }
 
-  /**
-   * Publishes, then marks published, the order's unpublished rows (or only `committed`, when it can be trusted); one
-   * run at a time per order.
-   */
+  /** Publishes, then marks published, the order's unpublished rows; one run at a time per order. */
   private publishOrder(
     tenantId: string,
     orderId: string,
     viaSweep: boolean,
-    committed: CommittedRow | undefined,
     onRead: (rows: OutboxRow[]) => void,
   ): Promise<number> {
     const key = `${tenantId}\u0000${orderId}`;
-    const pending = this.perOrder.get(key);
-    const sweptAt = this.swept.get(key);
-    // Trusted only if no sweep of this order can have read the row: none queued or running, none started since the
-    // batch was sent (within what `swept` remembers).
-    const trusted =
-      committed !== undefined &&
-      pending === undefined &&
-      (sweptAt === undefined || sweptAt < committed.sentAt) &&
-      Date.now() - committed.sentAt < REMEMBER_MS;
-    const next = (pending ?? Promise.resolve(0))
+    const previous = this.perOrder.get(key) ?? Promise.resolve(0);
+    const next = previous
       .catch(() => 0)
       .then(async () => {
-        if (viaSweep) this.swept.set(key, Date.now());
-        const rows = trusted ? [toOutboxRow(committed)] : await this.store.unpublished(tenantId, orderId);
+        const rows = await this.store.unpublished(tenantId, orderId);
         onRead(rows);
         // Handed to the publisher in occurredAt order (no ordering is promised to subscribers, but it costs nothing).
         await Promise.all(rows.map((row) => this.publish(row, viaSweep)));
         await Promise.all(rows.map((row) => this.store.markPublished(row)));
-        if (!viaSweep) this.nudged.set(key, Date.now());
         return rows.length;
       });
     this.perOrder.set(key, next);
@@ -301,9 +241,4 @@ async function forEach<T>(items: T[], limit: number, task: (item: T) => Promise<
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   if (failure !== undefined) throw failure;
-}
-
-/** The outbox row alone, without what only the writer knew. */
-function toOutboxRow({ sentAt: _sentAt, ...row }: CommittedRow): OutboxRow {
-  return row;
 }

@@ -27,16 +27,8 @@ export interface OutboxRow {
   payload: string;
 }
 
-/** An outbox row as its writer committed it, and when its conditional batch was sent (epoch ms). */
-export interface CommittedRow extends OutboxRow {
-  sentAt: number;
-}
-
-/**
- * Told once a state change and its outbox row have committed, with the row (an in-process relay publishes it at once,
- * without reading it back).
- */
-export type TransitionListener = (tenantId: string, orderId: string, committed: CommittedRow) => void;
+/** Told once a state change and its outbox row have committed (an in-process relay publishes them at once). */
+export type TransitionListener = (tenantId: string, orderId: string) => void;
 
 /** Cassandra store of items, purchase orders, their outbox rows and reference sequences. */
 export class PurchaseStore {
@@ -173,8 +165,6 @@ export class PurchaseStore {
       tenantId,
       dto.id,
     ]);
-    const outboxId = newId();
-    const sentAt = Date.now();
     let applied: boolean;
     try {
       const result = await this.db.batch(
@@ -187,7 +177,7 @@ export class PurchaseStore {
           {
             query: `INSERT INTO purchase_orders (tenant_id, id, outbox_id, event_type, occurred_at, reference, payload,
                     payload_body_id, published) VALUES (?, ?, ?, ?, ?, ?, ?, ?, false)`,
-            params: [tenantId, dto.id, outboxId, eventType, occurredAt, dto.reference, stored.inline, stored.bodyId],
+            params: [tenantId, dto.id, newId(), eventType, occurredAt, dto.reference, stored.inline, stored.bodyId],
           },
         ],
         { prepare: true, logged: true },
@@ -212,16 +202,7 @@ export class PurchaseStore {
         (stored.bodyId === null ? row.dto === body : row.body_id === stored.bodyId);
     }
     if (!applied) return undefined;
-    this.onCommitted?.(tenantId, dto.id, {
-      tenantId,
-      orderId: dto.id,
-      outboxId,
-      eventType,
-      occurredAt,
-      reference: dto.reference,
-      payload: body,
-      sentAt,
-    });
+    this.onCommitted?.(tenantId, dto.id);
     return body;
   }
 
@@ -249,42 +230,27 @@ export class PurchaseStore {
     return result.rows.map((row) => ({ tenantId: String(row.tenant_id), orderId: String(row.order_id) }));
   }
 
-  /**
-   * The order's outbox rows not yet marked published. Most reads (the sweep's settling read of an order whose event a
-   * nudge published) find none: the first query reads no payload, and only the rows still to publish are read whole.
-   */
   async unpublished(tenantId: string, orderId: string): Promise<OutboxRow[]> {
-    const listed = await this.db.execute(
-      'SELECT outbox_id, published FROM purchase_orders WHERE tenant_id = ? AND id = ?',
+    const result = await this.db.execute(
+      'SELECT outbox_id, event_type, occurred_at, reference, payload, payload_body_id, published FROM purchase_orders WHERE tenant_id = ? AND id = ?',
       [tenantId, orderId],
     );
-    const pending = listed.rows.filter((row) => row.outbox_id !== null && row.published === false);
     const rows = await Promise.all(
-      pending.map(async ({ outbox_id }): Promise<OutboxRow[]> => {
-        const row = (
-          await this.db.execute(
-            `SELECT event_type, occurred_at, reference, payload, payload_body_id FROM purchase_orders
-             WHERE tenant_id = ? AND id = ? AND outbox_id = ?`,
-            [tenantId, orderId, outbox_id],
-          )
-        ).first();
-        if (!row) return [];
-        return [
-          {
-            tenantId,
-            orderId,
-            outboxId: String(outbox_id),
-            eventType: String(row.event_type),
-            occurredAt: String(row.occurred_at),
-            reference: (row.reference as string | null) ?? null,
-            payload: row.payload_body_id
-              ? await this.readBody(tenantId, orderId, String(row.payload_body_id))
-              : String(row.payload),
-          },
-        ];
-      }),
+      result.rows
+        .filter((row) => row.outbox_id !== null && row.published === false)
+        .map(async (row) => ({
+          tenantId,
+          orderId,
+          outboxId: String(row.outbox_id),
+          eventType: String(row.event_type),
+          occurredAt: String(row.occurred_at),
+          reference: (row.reference as string | null) ?? null,
+          payload: row.payload_body_id
+            ? await this.readBody(tenantId, orderId, String(row.payload_body_id))
+            : String(row.payload),
+        })),
     );
-    return rows.flat().sort((a, b) => a.occurredAt.localeCompare(b.occurredAt));
+    return rows.sort((a, b) => a.occurredAt.localeCompare(b.occurredAt));
   }
 
   /**

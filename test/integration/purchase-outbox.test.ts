@@ -13,7 +13,7 @@ import {
   validated,
   type PurchaseOrderDTO,
 } from '../../producer/purchase-order.ts';
-import { MINUTE, PurchaseStore, type CommittedRow, type OutboxRow } from '../../producer/purchase-store.ts';
+import { MINUTE, PurchaseStore, type OutboxRow } from '../../producer/purchase-store.ts';
 import { MAX_LEASE } from '../../producer/reference-leases.ts';
 import { testEnv, waitFor } from '../support/harness.ts';
 
@@ -75,35 +75,6 @@ function countingCounterWrites(db: CassandraClient) {
 }
 
 const SETTLE_MS = 30_000;
-
-const relayOptions = (tenantId: string): OutboxRelayOptions => ({
-  name: `test-${tenantId}`,
-  intervalMs: 50,
-  lookbackMinutes: 2,
-  settleMs: SETTLE_MS,
-  concurrency: 4,
-  window: 16,
-  windowBytes: 64 * 1024 * 1024,
-});
-
-/** A draft of one row. */
-const draftOf = (id: string) => {
-  const now = new Date().toISOString();
-  return draftPurchaseOrder({
-    id,
-    supplierName: 'Acme',
-    currency: 'EUR',
-    rows: [
-      {
-        item: { id: 'i1', code: 'C1', name: 'Bolt', unitPrice: '2', createdAt: now },
-        quantity: '1',
-        description: null,
-      },
-    ],
-    amends: null,
-    now,
-  });
-};
 
 describe('purchase store and outbox relay', () => {
   let db: CassandraClient;
@@ -418,80 +389,6 @@ describe('purchase store and outbox relay', () => {
     expect(published).toHaveLength(ORDERS); // each once
     expect(new Set(published.map((row) => row.orderId))).toEqual(new Set(orders.map((order) => order.id)));
     for (const order of orders) expect(await store.unpublished(tenantId, order.id)).toEqual([]);
-  });
-
-  it('publishes the committed row a nudge hands over without reading the order; the sweep reads it once settled', async () => {
-    const tenantId = `handed-${randomBytes(4).toString('hex')}`;
-    const reads = { count: 0 };
-    const store = new (class extends TenantStore {
-      override async unpublished(tenant: string, orderId: string) {
-        reads.count += 1;
-        return super.unpublished(tenant, orderId);
-      }
-    })(db, tenantId);
-    const published: OutboxRow[] = [];
-    const clock: { at?: number } = {};
-    const relay = new OutboxRelay(store, async (row) => void published.push(row), logger, {
-      ...relayOptions(tenantId),
-      now: () => clock.at ?? Date.now(),
-    });
-    const writer = new PurchaseStore(db, (tenant, orderId, committed) => relay.nudge(tenant, orderId, committed));
-    const order = draftOf(`${tenantId}-order`);
-    await writer.createOrder(tenantId, order);
-    const body = await transition(writer, tenantId, validated(order, 'PO-000001', new Date().toISOString()), 1);
-    await relay.idle();
-    expect(published.map((row) => row.payload)).toEqual([body]);
-    expect(reads.count).toBe(0);
-
-    // The sweep skips its first read of the pointer (the nudge published the order)...
-    expect(await relay.pass()).toBe(0);
-    expect(reads.count).toBe(0);
-    const current = Math.floor(Date.now() / MINUTE);
-    const pointers = async () => [...(await store.pointers(current - 1)), ...(await store.pointers(current))];
-    expect(await pointers()).toHaveLength(1);
-    // ...never its settling read, after which the pointer goes.
-    clock.at = Date.now() + SETTLE_MS;
-    expect(await relay.pass()).toBe(0);
-    expect(reads.count).toBe(1);
-    expect(await pointers()).toEqual([]);
-    expect(published).toHaveLength(1);
-  });
-
-  it('reads the order rather than trust a committed row while a sweep of the order is under way', async () => {
-    const tenantId = `trust-${randomBytes(4).toString('hex')}`;
-    let openRead!: () => void;
-    const readOpen = new Promise<void>((resolve) => (openRead = resolve));
-    let arrive!: () => void;
-    const reading = new Promise<void>((resolve) => (arrive = resolve));
-    const store = new (class extends TenantStore {
-      override async unpublished(tenant: string, orderId: string) {
-        arrive();
-        await readOpen;
-        return super.unpublished(tenant, orderId);
-      }
-    })(db, tenantId);
-    const published: OutboxRow[] = [];
-    const relay = new OutboxRelay(store, async (row) => void published.push(row), logger, relayOptions(tenantId));
-    const now = new Date().toISOString();
-    const order = draftOf(`${tenantId}-order`);
-    let committed: CommittedRow | undefined;
-    const writer = new PurchaseStore(db, (_tenant, _orderId, row) => (committed = row));
-    await writer.createOrder(tenantId, order);
-    expect(await transition(writer, tenantId, validated(order, 'PO-000001', now), 1)).toBeDefined();
-
-    // A sweep reads the order (and will publish its row); the nudge arriving meanwhile must not publish it again.
-    const sweeping = relay.pass();
-    await reading;
-    relay.nudge(tenantId, order.id, committed);
-    openRead();
-    expect(await sweeping).toBe(1);
-    await relay.idle();
-    expect(published.map((row) => row.outboxId)).toEqual([committed!.outboxId]);
-
-    // Nor once a sweep that started after the batch was sent has finished: it may have published the row.
-    relay.nudge(tenantId, order.id, committed);
-    await relay.idle();
-    expect(published).toHaveLength(1);
   });
 
   it('publishes at once when nudged after a commit, without waiting for a sweep', async () => {
