@@ -577,6 +577,19 @@ describe('delivery handler: duplicates and poison', () => {
     if (!sent) expect(t.attempts.recordAttempt).not.toHaveBeenCalled();
   });
 
+  it('a possible duplicate arriving while its original is being sent here is skipped, not sent twice', async () => {
+    let answer: (result: AttemptResult) => void = () => undefined;
+    const t = setup({ state: { status: 'queued', attemptCount: 0 } });
+    t.send.mockImplementationOnce(() => new Promise<AttemptResult>((resolve) => (answer = resolve)));
+    const original = t.handle(deliveryRecord());
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await t.handle({ ...deliveryRecord(), mayBeDuplicate: true });
+    answer(ok(204));
+    await original;
+    expect(t.send).toHaveBeenCalledTimes(1);
+    expect(t.attempts.recordAttempt).toHaveBeenCalledTimes(1);
+  });
+
   it('reads no state for a record that cannot be a duplicate', async () => {
     const t = setup();
     await t.handle(deliveryRecord());

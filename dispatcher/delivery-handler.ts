@@ -109,15 +109,19 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
     );
   };
 
-  return async (record) => {
+  /** The attempt each series being handled here is making: a duplicate record may arrive while the first is busy. */
+  const handling = new Map<string, number>();
+  const skipDuplicate = (record: DeliveryRecord, status: string) => {
+    deps.metrics?.outcome('duplicate', undefined);
+    logger.info(logFields(record, 'duplicate', { status }), 'duplicate delivery record skipped');
+  };
+
+  const handle = async (record: DeliveryRecord) => {
     if (record.mayBeDuplicate) {
       // Routed again, or redelivered after a rebalance: a finished series, or an attempt already made, is not repeated.
       const state = await deps.attempts.state(record.tenantId, record.deliveryId);
-      if (state && (FINAL.has(state.status) || state.attemptCount >= record.attempt)) {
-        deps.metrics?.outcome('duplicate', undefined);
-        logger.info(logFields(record, 'duplicate', { status: state.status }), 'duplicate delivery record skipped');
-        return;
-      }
+      if (state && (FINAL.has(state.status) || state.attemptCount >= record.attempt))
+        return skipDuplicate(record, state.status);
     }
     const subscription = await deps.subscriptions.get(record.tenantId, record.subscriptionId);
     const deadline = record.queuedAt + settings.deliveryLifetimeMs;
@@ -209,6 +213,20 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
       await write({ status: 'abandoned', nextRetryAt: null, abandonReason: fate.reason });
       await durably('counting the failure day', record, () => countFailureDay(record, subscription));
       logger.info({ ...logBase, reason: fate.reason, error: result.errorMessage }, 'delivery abandoned');
+    }
+  };
+
+  return async (record) => {
+    // Two records of one series in this process at once (a possible duplicate beside its original, both read before
+    // either wrote): the one that comes second, for an attempt no later than the first's, is the duplicate.
+    const busy = handling.get(record.deliveryId);
+    if (record.mayBeDuplicate && busy !== undefined && busy >= record.attempt)
+      return skipDuplicate(record, 'in flight');
+    if (busy === undefined) handling.set(record.deliveryId, record.attempt);
+    try {
+      await handle(record);
+    } finally {
+      if (busy === undefined) handling.delete(record.deliveryId);
     }
   };
 }
