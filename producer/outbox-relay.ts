@@ -8,6 +8,9 @@ import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts'
  */
 export type PublishEvent = (row: OutboxRow, mayBeDuplicate: boolean) => Promise<void>;
 
+/** Nudged orders remembered while the window is full (ids only): beyond this, the sweep publishes them. */
+const MAX_DEFERRED = 100_000;
+
 /** Settings of an outbox relay (see the class comment for how the sweep uses them). */
 export interface OutboxRelayOptions {
   /** Name under which the sweep's progress is saved. */
@@ -67,6 +70,8 @@ export class OutboxRelay {
   /** One publication at a time per order, so this process never publishes a row twice. */
   private readonly perOrder = new Map<string, Promise<number>>();
   private readonly nudges = new Set<Promise<unknown>>();
+  /** Orders nudged while the window was full, in order, each once. */
+  private readonly deferred = new Map<string, { tenantId: string; orderId: string }>();
   /** Publications in progress, and the payload bytes they hold (see `window`). */
   private inFlight = 0;
   private heldBytes = 0;
@@ -100,10 +105,14 @@ export class OutboxRelay {
     await this.idle();
   }
 
-  /** Publishes the order's unpublished rows now; a full window or a failure leaves them to the sweep. */
+  /**
+   * Publishes the order's unpublished rows now, or, when the window is full, as soon as it has room: the order's id
+   * waits (ids only, up to MAX_DEFERRED; the rows are read when their turn comes). A failure leaves them to the sweep.
+   */
   nudge(tenantId: string, orderId: string): void {
     if (!this.hasRoom()) {
-      this.logger.debug({ tenantId, orderId }, 'outbox relay window full; the sweep will publish the order');
+      if (this.deferred.size < MAX_DEFERRED) this.deferred.set(`${tenantId}\u0000${orderId}`, { tenantId, orderId });
+      else this.logger.debug({ tenantId, orderId }, 'outbox relay backlog full; the sweep will publish the order');
       return;
     }
     this.inFlight += 1;
@@ -114,9 +123,22 @@ export class OutboxRelay {
     void nudge.finally(() => this.nudges.delete(nudge));
   }
 
-  /** Resolves once every nudge in flight has finished. */
+  /** Resolves once every nudge in flight, and every one waiting for room, has finished. */
   async idle(): Promise<void> {
-    while (this.nudges.size > 0) await Promise.all([...this.nudges]);
+    while (this.nudges.size > 0 || this.deferred.size > 0) {
+      // Deferred nudges start when a place in the window (perhaps a sweep's) is given back.
+      if (this.nudges.size > 0) await Promise.all([...this.nudges]);
+      else await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  /** Starts the nudges that waited for room, as far as the window now allows. */
+  private resumeDeferred(): void {
+    for (const [key, { tenantId, orderId }] of this.deferred) {
+      if (!this.hasRoom()) return;
+      this.deferred.delete(key);
+      this.nudge(tenantId, orderId);
+    }
   }
 
   /** One sweep over the open buckets; returns how many events were published. */
@@ -189,7 +211,9 @@ export class OutboxRelay {
     } finally {
       this.inFlight -= 1;
       this.heldBytes -= bytes;
-      // Every waiter checks again: one leaving may make room for several (or, by bytes, for none).
+      // Nudges that found the window full go first (their events are the freshest), then every sweep worker waiting
+      // checks again: one leaving may make room for several (or, by bytes, for none).
+      this.resumeDeferred();
       const waiting = this.waiting;
       this.waiting = [];
       for (const wake of waiting) wake();

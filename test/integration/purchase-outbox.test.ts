@@ -391,6 +391,58 @@ describe('purchase store and outbox relay', () => {
     for (const order of orders) expect(await store.unpublished(tenantId, order.id)).toEqual([]);
   });
 
+  it('a nudge finding the window full is published as soon as there is room, without waiting for a sweep', async () => {
+    // No sweep runs here: before, a nudge that found the window full was dropped and its event waited for the
+    // sweep's settling read (30 s after its pointer).
+    const WINDOW = 2;
+    const ORDERS = 12;
+    const tenantId = `burst-${randomBytes(4).toString('hex')}`;
+    const store = new TenantStore(db, tenantId);
+    const published: OutboxRow[] = [];
+    const relay = new OutboxRelay(
+      store,
+      async (row) => {
+        await new Promise((resolve) => setTimeout(resolve, 20)); // a broker taking its time
+        published.push(row);
+      },
+      logger,
+      {
+        name: `test-${tenantId}`,
+        intervalMs: 50,
+        lookbackMinutes: 2,
+        settleMs: SETTLE_MS,
+        concurrency: 4,
+        window: WINDOW,
+        windowBytes: 64 * 1024 * 1024,
+      },
+    );
+    const writer = new PurchaseStore(db, (tenant, orderId) => relay.nudge(tenant, orderId));
+    const now = new Date().toISOString();
+    const item = { id: 'i1', code: 'C1', name: 'Bolt', unitPrice: '2', createdAt: now };
+    const orders = await Promise.all(
+      Array.from({ length: ORDERS }, async (_, index) => {
+        const order = draftPurchaseOrder({
+          id: `${tenantId}-${index}`,
+          supplierName: 'Acme',
+          currency: 'EUR',
+          rows: [{ item, quantity: '1', description: null }],
+          amends: null,
+          now,
+        });
+        await writer.createOrder(tenantId, order);
+        return order;
+      }),
+    );
+    await Promise.all(
+      orders.map((order, index) =>
+        transition(writer, tenantId, validated(order, formatReference(BigInt(index + 1)), now), 1),
+      ),
+    );
+    await relay.idle();
+    expect(new Set(published.map((row) => row.orderId))).toEqual(new Set(orders.map((order) => order.id)));
+    expect(published).toHaveLength(ORDERS);
+  });
+
   it('publishes at once when nudged after a commit, without waiting for a sweep', async () => {
     const { tenantId, relay, published, order } = await setup();
     const store = new PurchaseStore(db, (tenant, orderId) => relay.nudge(tenant, orderId));
