@@ -306,8 +306,26 @@ describe('createTokenVerifier', () => {
     await rejection(verifier.verify(`Bearer ${rs256(claims(), { kid: randomUUID() })}`));
     // get-jwks' cache runs on its own clock; a few milliseconds make its 1 ms entry lapse.
     await new Promise((resolve) => setTimeout(resolve, 5));
-    expect(await verifier.verify(`Bearer ${rs256(claims())}`)).toMatchObject({ clientId: 'client-a' });
+    // Another token of the same kid (a token already verified is remembered: see the next test).
+    expect(await verifier.verify(`Bearer ${rs256(claims({ jti: randomUUID() }))}`)).toMatchObject({
+      clientId: 'client-a',
+    });
     expect(jwksFetches).toBe(2);
+  });
+
+  it('remembers the verdict on a token: the same token again costs no key lookup nor signature check', async () => {
+    const verifier = createTokenVerifier(settings, { keyCacheTtlMs: 1 });
+    const token = `Bearer ${rs256(claims())}`;
+    await verifier.verify(token);
+    await new Promise((resolve) => setTimeout(resolve, 5)); // the key's own cache entry has lapsed
+    for (let request = 0; request < 5; request += 1) {
+      expect(await verifier.verify(token)).toMatchObject({ clientId: 'client-a', tenantId: 'tenant-a' });
+    }
+    expect(jwksFetches).toBe(1);
+    // A rejected token is remembered as rejected.
+    const forged = `Bearer ${rs256(claims(), { privateKeyPem: otherKey.privateKeyPem })}`;
+    for (let request = 0; request < 2; request += 1)
+      expect((await rejection(verifier.verify(forged))).code).toBe('TOKEN_INVALID');
   });
 
   it('never fetches keys for tokens rejected before the signature check', async () => {
