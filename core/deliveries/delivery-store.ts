@@ -23,6 +23,14 @@ export interface SeriesState {
   attemptCount: number;
 }
 
+/**
+ * A null bound to a prepared statement writes a tombstone; an absent value (undefined, with the driver's
+ * useUndefinedAsUnset) writes nothing. Rows and cells that are new are written without their empty columns.
+ */
+function unset<T>(value: T | null): T | undefined {
+  return value ?? undefined;
+}
+
 const FINAL: ReadonlySet<DeliveryStatus> = new Set(['acknowledged', 'abandoned', 'superseded']);
 
 /** Cassandra store of events, deliveries, attempts and the history index tables. */
@@ -54,9 +62,9 @@ export class DeliveryStore {
           event.eventType,
           event.occurredAt,
           event.entityId,
-          event.reference,
+          unset(event.reference),
           event.resourceUrl,
-          event.payload,
+          unset(event.payload),
         ],
         options,
       ),
@@ -85,13 +93,13 @@ export class DeliveryStore {
           delivery.entityId,
           delivery.status,
           delivery.attemptCount,
-          delivery.lastStatusCode,
-          delivery.lastErrorMessage,
-          delivery.nextRetryAt,
+          unset(delivery.lastStatusCode),
+          unset(delivery.lastErrorMessage),
+          unset(delivery.nextRetryAt),
           queuedAt,
           delivery.occurredAt,
-          delivery.replayOf,
-          delivery.signature,
+          unset(delivery.replayOf),
+          unset(delivery.signature),
         ],
       },
       {
@@ -128,6 +136,8 @@ export class DeliveryStore {
   ): Promise<void> {
     const ttl = this.ttlSeconds;
     const { tenantId, deliveryId } = series;
+    // After the first attempt, a null must clear what an earlier attempt wrote; before it, nothing was written.
+    const clear = <T>(value: T | null) => (attempt.attempt === 1 ? unset(value) : value);
     const fixed = identity
       ? {
           columns: `, event_id = ?, event_type = ?, subscription_id = ?, entity_id = ?, occurred_at = ?, replay_of = ?,
@@ -154,8 +164,8 @@ export class DeliveryStore {
             deliveryId,
             attempt.attempt,
             attempt.at,
-            attempt.statusCode,
-            attempt.errorMessage,
+            unset(attempt.statusCode),
+            unset(attempt.errorMessage),
             attempt.durationMs,
           ],
         },
@@ -166,10 +176,10 @@ export class DeliveryStore {
           params: [
             next.status,
             attempt.attempt,
-            attempt.statusCode,
-            attempt.errorMessage,
-            next.nextRetryAt,
-            next.abandonReason ?? null,
+            clear(attempt.statusCode),
+            clear(attempt.errorMessage),
+            clear(next.nextRetryAt),
+            unset(next.abandonReason ?? null),
             ...fixed.values,
             tenantId,
             deliveryId,
