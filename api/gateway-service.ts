@@ -5,7 +5,7 @@ import { createTokenVerifier } from '../core/auth/verifier.ts';
 import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import { IntegratorStore } from '../core/integrators/integrator-store.ts';
 import { Publisher, tailTopic, type Kafka } from '../core/kafka.ts';
-import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import { deliveryMessage, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import type { Logger } from '../core/log.ts';
 import type { Platform } from '../core/platform.ts';
 import { codecFor } from '../core/registry.ts';
@@ -70,9 +70,7 @@ export async function startGateway(
       historyRetentionMs: config.webhook.historyRetentionMs,
       dependencyTimeoutMs: config.gateway.dependencyTimeoutMs,
       enqueue: async (record: DeliveryRecord) =>
-        replays.publish([
-          { topic: topics.deliveries, key: record.subscriptionId, value: await deliveryCodec.encode(record) },
-        ]),
+        replays.publish([await deliveryMessage(topics.deliveries, record, (value) => deliveryCodec.encode(value))]),
       rules: {
         allowHttp: config.webhook.allowHttp,
         allowed: parseCidrs(config.webhook.allowedCidrs),

@@ -1,7 +1,12 @@
 import { request } from 'undici';
 import { requireSecrets, type Config } from '../core/config.ts';
 import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
-import { EXPIRY_HOP_HEADER, MAY_BE_DUPLICATE_HEADER, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import {
+  deliveryMessage,
+  dueAtOf,
+  fromDeliveryMessage,
+  type DeliveryRecord,
+} from '../core/deliveries/delivery-record.ts';
 import { ConsumerRunner, PoisonRecordError, Publisher } from '../core/kafka.ts';
 import type { Logger } from '../core/log.ts';
 import type { Platform } from '../core/platform.ts';
@@ -51,15 +56,11 @@ export async function startDispatcher(
         subscriptionStore.recordFailureDay(tenantId, id, window, disableAt),
     },
     attempts: new DeliveryStore(platform.db, webhook.historyRetentionMs),
-    scheduleRetry: async (tier, { expiryHop, mayBeDuplicate: _checked, ...record }) =>
+    scheduleRetry: async (tier, record) =>
       publisher.publish([
-        {
-          topic: topics.retries[tier]!.topic,
-          key: record.subscriptionId,
-          value: await codec.encode(record),
-          // The due time rides in a header so a tier can pause without decoding the record.
-          headers: { 'due-at': String(record.dueAt), ...(expiryHop ? { [EXPIRY_HOP_HEADER]: '1' } : {}) },
-        },
+        await deliveryMessage(topics.retries[tier]!.topic, { ...record, mayBeDuplicate: false }, (value) =>
+          codec.encode(value),
+        ),
       ]),
     send,
     authHeaders: createAuthHeaders(async ({ tokenUrl, body }) => {
@@ -94,21 +95,13 @@ export async function startDispatcher(
       logger.fatal({ err: error }, 'consumer stopped for good; exiting');
       process.exit(1);
     },
-    dueAt: (record) => {
-      const due = record.headers['due-at'];
-      return due === undefined ? undefined : Number(due);
-    },
+    dueAt: dueAtOf,
     handle: async (record) => {
       if (!record.value) throw new PoisonRecordError('delivery record without a value');
       const delivery = await codec.decode(record.value);
       // On the deliveries topic since the router published it, or past its due time in a retry tier.
       metrics.delivery.stage('queue_to_dispatch', Date.now() - Math.max(record.timestamp, delivery.dueAt));
-      await handle({
-        ...delivery,
-        expiryHop: record.headers[EXPIRY_HOP_HEADER] === '1',
-        // Redelivered after a rebalance (a previous owner may have sent it), or marked by the router.
-        mayBeDuplicate: record.redelivered === true || record.headers[MAY_BE_DUPLICATE_HEADER] === '1',
-      });
+      await handle(fromDeliveryMessage(record, delivery));
     },
   });
   readiness.set(

@@ -1,6 +1,6 @@
 import type { Config } from '../core/config.ts';
 import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
-import { MAY_BE_DUPLICATE_HEADER, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import { deliveryMessage, MAY_BE_DUPLICATE_HEADER, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import { ConsumerRunner, Publisher } from '../core/kafka.ts';
 import { consumerJoined, createMetrics, Readiness, serveMetrics } from '../core/metrics.ts';
 import type { Logger } from '../core/log.ts';
@@ -64,12 +64,9 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
           publish: async (records) =>
             publisher.publish(
               await Promise.all(
-                records.map(async ({ mayBeDuplicate, expiryHop: _none, ...delivery }) => ({
-                  topic: topics.deliveries,
-                  key: delivery.subscriptionId,
-                  value: await deliveryCodec.encode(delivery),
-                  headers: mayBeDuplicate ? { [MAY_BE_DUPLICATE_HEADER]: '1' } : undefined,
-                })),
+                records.map((delivery) =>
+                  deliveryMessage(topics.deliveries, delivery, (value) => deliveryCodec.encode(value)),
+                ),
               ),
             ),
         },

@@ -1,3 +1,4 @@
+import type { ConsumedRecord, OutgoingRecord } from '../kafka.ts';
 import type { Delivery } from './delivery.ts';
 
 /** One pending attempt of a delivery series as it travels on the deliveries topic and the retry tiers. */
@@ -26,9 +27,45 @@ export interface DeliveryRecord {
   mayBeDuplicate?: boolean;
 }
 
-/** Kafka headers of the transport flags of a DeliveryRecord. */
+/** Kafka headers of the transport flags of a DeliveryRecord, and of its due time. */
 export const EXPIRY_HOP_HEADER = 'expiry-hop';
 export const MAY_BE_DUPLICATE_HEADER = 'may-be-duplicate';
+const DUE_AT_HEADER = 'due-at';
+
+/**
+ * The Kafka message of a delivery record on `topic` (key: subscription id): the Avro value without the transport
+ * flags, which ride in headers with the due time (so a retry tier can pause without decoding the record).
+ */
+export async function deliveryMessage(
+  topic: string,
+  record: DeliveryRecord,
+  encode: (record: DeliveryRecord) => Promise<Buffer>,
+): Promise<OutgoingRecord> {
+  const { expiryHop, mayBeDuplicate, ...series } = record;
+  const headers: Record<string, string> = {};
+  if (series.dueAt > 0) headers[DUE_AT_HEADER] = String(series.dueAt);
+  if (expiryHop) headers[EXPIRY_HOP_HEADER] = '1';
+  if (mayBeDuplicate) headers[MAY_BE_DUPLICATE_HEADER] = '1';
+  return { topic, key: series.subscriptionId, value: await encode(series), headers };
+}
+
+/** The due time a consumed delivery message carries, if any (read without decoding the value). */
+export function dueAtOf(message: ConsumedRecord): number | undefined {
+  const due = message.headers[DUE_AT_HEADER];
+  return due === undefined ? undefined : Number(due);
+}
+
+/**
+ * A consumed delivery message as a record: the decoded value with its transport flags; a message found in a
+ * partition this consumer was just given may be a duplicate as well.
+ */
+export function fromDeliveryMessage(message: ConsumedRecord, decoded: DeliveryRecord): DeliveryRecord {
+  return {
+    ...decoded,
+    expiryHop: message.headers[EXPIRY_HOP_HEADER] === '1',
+    mayBeDuplicate: message.redelivered === true || message.headers[MAY_BE_DUPLICATE_HEADER] === '1',
+  };
+}
 
 /** The history row of a series that has just been queued. */
 export function queuedDelivery(record: DeliveryRecord): Delivery {

@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import type { ConsumedRecord } from '../kafka.ts';
+import { deliveryMessage, dueAtOf, fromDeliveryMessage, type DeliveryRecord } from './delivery-record.ts';
+
+const record: DeliveryRecord = {
+  deliveryId: 'del-1',
+  tenantId: 'tenant-a',
+  subscriptionId: 'sub-1',
+  eventId: 'evt-1',
+  eventType: 'purchaseOrder.validated',
+  entityId: 'po-1',
+  occurredAt: '2026-11-23T10:00:00.000Z',
+  queuedAt: 1_000,
+  attempt: 2,
+  dueAt: 61_000,
+  envelope: Buffer.from('{}'),
+  signature: null,
+  replayOf: null,
+};
+
+/** What a consumer hands back for a published message. */
+const consumed = (headers: Record<string, string>, redelivered = false): ConsumedRecord => ({
+  topic: 't',
+  partition: 0,
+  offset: '5',
+  key: Buffer.from('sub-1'),
+  value: Buffer.from('x'),
+  headers,
+  timestamp: 0,
+  redelivered,
+});
+
+describe('delivery messages on Kafka', () => {
+  it('encode the record without its transport flags, which ride in headers with the due time', async () => {
+    const encoded: DeliveryRecord[] = [];
+    const message = await deliveryMessage(
+      'retry.1m',
+      { ...record, expiryHop: true, mayBeDuplicate: true },
+      async (r) => {
+        encoded.push(r);
+        return Buffer.from('avro');
+      },
+    );
+    expect(encoded).toEqual([record]);
+    expect(message).toEqual({
+      topic: 'retry.1m',
+      key: 'sub-1',
+      value: Buffer.from('avro'),
+      headers: { 'due-at': '61000', 'expiry-hop': '1', 'may-be-duplicate': '1' },
+    });
+    expect(dueAtOf(consumed(message.headers!))).toBe(61_000);
+    expect(fromDeliveryMessage(consumed(message.headers!), record)).toEqual({
+      ...record,
+      expiryHop: true,
+      mayBeDuplicate: true,
+    });
+  });
+
+  it('a first attempt carries no header; redelivered after a rebalance it may be a duplicate', async () => {
+    const message = await deliveryMessage('deliveries', { ...record, attempt: 1, dueAt: 0 }, async () =>
+      Buffer.from('a'),
+    );
+    expect(message.headers).toEqual({});
+    expect(dueAtOf(consumed({}))).toBeUndefined();
+    expect(fromDeliveryMessage(consumed({}), record)).toMatchObject({ expiryHop: false, mayBeDuplicate: false });
+    expect(fromDeliveryMessage(consumed({}, true), record)).toMatchObject({ mayBeDuplicate: true });
+  });
+});
