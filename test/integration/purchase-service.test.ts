@@ -268,11 +268,17 @@ describe('purchase service', () => {
             return { draft, validation, cancellation };
           }),
         );
-        // A validation that lost its race to the cancellation gave its reference back: those that won hold 1..n.
+        // A validation that lost its race to the cancellation gave its reference back, and the tenant's next
+        // validations take those first: with as many more orders as were lost, the references are exactly 1..30.
         const won = outcomes.filter(({ validation }) => validation.status === 200);
-        expect(won.map(({ validation }) => validation.json<Dto>().reference).sort()).toEqual(
-          won.map((_, index) => `PO-${String(index + 1).padStart(6, '0')}`),
+        const more = await Promise.all(
+          Array.from({ length: outcomes.length - won.length }, () => tenant.order([{ itemId, quantity: '1' }])),
         );
+        const after = await Promise.all(more.map((draft) => tenant.call('POST', `${ORDERS}/${draft.id}/validate`)));
+        for (const answer of after) expect(answer.status, answer.text).toBe(200);
+        expect(
+          [...won.map(({ validation }) => validation), ...after].map((answer) => answer.json<Dto>().reference).sort(),
+        ).toEqual(outcomes.map((_, index) => `PO-${String(index + 1).padStart(6, '0')}`));
         for (const { draft, validation, cancellation } of outcomes) {
           // Cancel is allowed from Draft and from Validated: whichever came first, the cancellation succeeds.
           expect(cancellation.status, cancellation.text).toBe(200);
