@@ -8,7 +8,7 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['{core,producer,router,dispatcher,api,infra}/**/*.test.ts'],
+          include: ['{core,producer,router,dispatcher,api,infra}/**/*.test.ts', 'test/bench/**/*.test.ts'],
         },
       },
       {

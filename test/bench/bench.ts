@@ -13,6 +13,7 @@ import { blankSubscription } from '../../core/subscriptions/subscription.ts';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -28,7 +29,7 @@ import { deprovision, provision } from '../../infra/provision.ts';
 import { ensureServers } from '../../infra/servers.ts';
 import { eventPublisher } from '../support/events.ts';
 import { ceilingOf, formatCeiling, fractionOfCeiling, measureLoopbackCeiling } from './loopback-ceiling.ts';
-import { formatStage, scrapeStages } from './stage-histograms.ts';
+import { formatRuntime, formatStage, scrapeStages } from './stage-histograms.ts';
 
 const { values } = parseArgs({
   options: {
@@ -152,6 +153,8 @@ const dispatcher = spawnService(
   path.join(logs, `dispatcher-${run}.log`),
 );
 const memory: number[] = [];
+// Event-loop delay of this process (receiver and publisher) during the measured run.
+const loopDelay = monitorEventLoopDelay({ resolution: 10 });
 const sampler = setInterval(() => memory.push(rssMb(dispatcher.child.pid!)), 500);
 
 try {
@@ -204,6 +207,7 @@ try {
   received = 0;
   firstAt = 0;
   latencies.length = 0;
+  loopDelay.enable();
   const started = Date.now();
   // Paced runs publish in small batches (50 a second) so the load is smooth rather than bursts.
   const batch = rate > 0 ? Math.max(1, Math.round(rate / subsPerTenant / 50)) : 200;
@@ -234,11 +238,22 @@ try {
   const perSecond = delivered / seconds;
   clearInterval(sampler);
 
+  loopDelay.disable();
   const stages: string[] = [];
+  const runtimes: string[] = [];
   for (const [service, port] of Object.entries(metricsPorts)) {
-    const entries = await scrapeStages(`http://127.0.0.1:${port}/metrics`);
+    const { stages: entries, runtime } = await scrapeStages(`http://127.0.0.1:${port}/metrics`);
     stages.push(...entries.map((entry) => formatStage(service, entry)));
+    if (runtime) runtimes.push(formatRuntime(service, runtime));
   }
+  // The receiver shares the bench's process with the event publisher: its delays show in the latency too.
+  runtimes.push(
+    formatRuntime('bench: receiver and publisher', {
+      loopDelayP99Ms: loopDelay.percentile(99) / 1e6,
+      loopDelayMaxMs: loopDelay.max / 1e6,
+      gc: [],
+    }),
+  );
   // The services are stopped before the POST loop so it has the machine to itself (the finally's stop is then a no-op).
   await Promise.all([router.stop(), dispatcher.stop()]);
   const loopbackSeconds = 3;
@@ -264,7 +279,7 @@ events ${events} × ${subsPerTenant} subscriptions (${tenants} tenants) = ${expe
 throughput: ${perSecond.toFixed(0)} deliveries/s over ${seconds.toFixed(1)} s${fractionOfCeiling(perSecond, ceilingOf(loopback))}
 event-to-receipt latency: p50 ${percentile(sorted, 0.5)} ms, p99 ${percentile(sorted, 0.99)} ms, max ${sorted.at(-1)} ms
 dispatcher RSS: max ${Math.max(...memory).toFixed(0)} MB, last ${memory.at(-1)?.toFixed(0)} MB`);
-  for (const line of stages) console.log(line);
+  for (const line of [...stages, ...runtimes]) console.log(line);
 } finally {
   clearInterval(sampler);
   await Promise.all([router.stop(), dispatcher.stop()]);

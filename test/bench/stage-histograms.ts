@@ -60,13 +60,47 @@ function quantile(cumulative: [bound: number, count: number][], q: number): numb
   return lowerBound;
 }
 
-/** GET `url` and read the stages from it; nothing when the endpoint does not answer. */
-export async function scrapeStages(url: string): Promise<StageQuantiles[]> {
+/** Where a Node process lost time besides its work: event-loop delay (since the last scrape) and GC pauses by kind. */
+export interface RuntimeFigures {
+  loopDelayP99Ms: number;
+  loopDelayMaxMs: number;
+  gc: { kind: string; count: number; totalMs: number }[];
+}
+
+/** prom-client's default metrics: nodejs_eventloop_lag_{p99,max}_seconds and nodejs_gc_duration_seconds by kind. */
+export function runtimeFigures(text: string): RuntimeFigures | undefined {
+  const gauge = (name: string) => {
+    const match = new RegExp(`^${name}(?:\\{[^}]*\\})?\\s+(\\S+)`, 'm').exec(text);
+    return match ? Number(match[1]) * 1000 : undefined;
+  };
+  const p99 = gauge('nodejs_eventloop_lag_p99_seconds');
+  const max = gauge('nodejs_eventloop_lag_max_seconds');
+  if (p99 === undefined || max === undefined) return undefined;
+  const gc = new Map<string, { kind: string; count: number; totalMs: number }>();
+  for (const match of text.matchAll(/^nodejs_gc_duration_seconds_(sum|count)\{[^}]*kind="(\w+)"[^}]*\}\s+(\S+)/gm)) {
+    const entry = gc.get(match[2]!) ?? { kind: match[2]!, count: 0, totalMs: 0 };
+    if (match[1] === 'sum') entry.totalMs += Number(match[3]) * 1000;
+    else entry.count += Number(match[3]);
+    gc.set(entry.kind, entry);
+  }
+  return { loopDelayP99Ms: p99, loopDelayMaxMs: max, gc: [...gc.values()].filter((entry) => entry.count > 0) };
+}
+
+/** What one scrape of a service's /metrics yields: its stages and its runtime figures. */
+export interface Scrape {
+  stages: StageQuantiles[];
+  runtime?: RuntimeFigures;
+}
+
+/** GET `url` and read the stages and runtime figures from it; nothing when the endpoint does not answer. */
+export async function scrapeStages(url: string): Promise<Scrape> {
   try {
     const response = await fetch(url, { signal: AbortSignal.timeout(5_000) });
-    return response.ok ? stageQuantiles(await response.text()) : [];
+    if (!response.ok) return { stages: [] };
+    const text = await response.text();
+    return { stages: stageQuantiles(text), runtime: runtimeFigures(text) };
   } catch {
-    return [];
+    return { stages: [] };
   }
 }
 
@@ -77,5 +111,14 @@ export function formatStage(service: string, entry: StageQuantiles): string {
   return (
     `stage ${entry.stage} (${service}): p50 ${ms(entry.p50Ms)}, p99 ${ms(entry.p99Ms)} ` +
     `over ${entry.count.toLocaleString('en-US')} observations`
+  );
+}
+
+/** "runtime (dispatcher): event-loop delay p99 12.0 ms, max 310 ms; GC major 3× 95.0 ms, minor 812× 410 ms" */
+export function formatRuntime(service: string, runtime: RuntimeFigures): string {
+  const gc = runtime.gc.map((entry) => `${entry.kind} ${entry.count}× ${ms(entry.totalMs)}`).join(', ');
+  return (
+    `runtime (${service}): event-loop delay p99 ${ms(runtime.loopDelayP99Ms)}, max ${ms(runtime.loopDelayMaxMs)}` +
+    (gc ? `; GC ${gc}` : '')
   );
 }

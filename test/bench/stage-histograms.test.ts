@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { formatRuntime, runtimeFigures, stageQuantiles } from './stage-histograms.ts';
+
+const metrics = `# HELP nodejs_eventloop_lag_p99_seconds The 99th percentile of the recorded event loop delays.
+# TYPE nodejs_eventloop_lag_p99_seconds gauge
+nodejs_eventloop_lag_p99_seconds 0.0342
+nodejs_eventloop_lag_max_seconds 0.0636
+nodejs_gc_duration_seconds_sum{kind="minor"} 0.25
+nodejs_gc_duration_seconds_count{kind="minor"} 73
+nodejs_gc_duration_seconds_sum{kind="major"} 0.0286
+nodejs_gc_duration_seconds_count{kind="major"} 4
+nodejs_gc_duration_seconds_sum{kind="weakcb"} 0
+nodejs_gc_duration_seconds_count{kind="weakcb"} 0
+webhook_stage_seconds_bucket{le="0.005",stage="attempt"} 50
+webhook_stage_seconds_bucket{le="0.01",stage="attempt"} 100
+webhook_stage_seconds_bucket{le="+Inf",stage="attempt"} 100
+`;
+
+describe('bench scrape of a service /metrics', () => {
+  it('reads event-loop delay and GC pauses by kind, leaving out kinds that never ran', () => {
+    const runtime = runtimeFigures(metrics)!;
+    expect(runtime.loopDelayP99Ms).toBeCloseTo(34.2);
+    expect(runtime.loopDelayMaxMs).toBeCloseTo(63.6);
+    expect(runtime.gc.map(({ kind, count, totalMs }) => [kind, count, Math.round(totalMs * 10) / 10])).toEqual([
+      ['minor', 73, 250],
+      ['major', 4, 28.6],
+    ]);
+    expect(formatRuntime('dispatcher', runtime)).toBe(
+      'runtime (dispatcher): event-loop delay p99 34.2 ms, max 63.6 ms; GC minor 73× 250.0 ms, major 4× 28.6 ms',
+    );
+  });
+
+  it('has no runtime figures without the default metrics', () => {
+    expect(runtimeFigures('webhook_stage_seconds_count{stage="attempt"} 3\n')).toBeUndefined();
+  });
+
+  it('interpolates stage quantiles inside the bucket holding the rank', () => {
+    const [attempt] = stageQuantiles(metrics);
+    expect(attempt).toMatchObject({ stage: 'attempt', count: 100 });
+    expect(attempt!.p50Ms).toBeCloseTo(5);
+    expect(attempt!.p99Ms).toBeCloseTo(9.9);
+  });
+});
