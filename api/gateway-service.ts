@@ -15,6 +15,7 @@ import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
 import { startPurchaseService } from '../producer/purchase-service.ts';
 import { buildGateway, type ReadinessCheck } from './gateway.ts';
+import type { TestEvent } from './webhook-routes.ts';
 import { lookup } from 'node:dns/promises';
 
 /**
@@ -49,6 +50,7 @@ export async function startGateway(
     const replays = await Publisher.connect(platform.kafka);
     publisher = replays;
     const deliveryCodec = await codecFor<DeliveryRecord>(platform.registry, 'delivery', topics.deliveries);
+    const eventCodec = await codecFor<TestEvent>(platform.registry, 'integrationEvent', topics.purchaseEvents);
     const catalogue = new Catalogue(await codecFor<EventTypeEntry>(platform.registry, 'eventType', topics.eventTypes));
     // The end offsets are taken after this process's own catalogue entries were published (purchase service above).
     catalogue.expect(await topicOffsets(platform.kafka, topics.eventTypes));
@@ -71,6 +73,9 @@ export async function startGateway(
       dependencyTimeoutMs: config.gateway.dependencyTimeoutMs,
       enqueue: async (record: DeliveryRecord) =>
         replays.publish([await deliveryMessage(topics.deliveries, record, (value) => deliveryCodec.encode(value))]),
+      // Test events take the purchase events topic (keyed by tenant, as the producer's own): the router reads it.
+      raiseTestEvent: async (event: TestEvent) =>
+        replays.publish([{ topic: topics.purchaseEvents, key: event.tenantId, value: await eventCodec.encode(event) }]),
       rules: {
         allowHttp: config.webhook.allowHttp,
         allowed: parseCidrs(config.webhook.allowedCidrs),

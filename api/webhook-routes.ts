@@ -3,15 +3,15 @@ import { createHash } from 'node:crypto';
 import type {} from '@fastify/swagger';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Catalogue } from '../core/catalogue.ts';
-import type { Delivery } from '../core/deliveries/delivery.ts';
+import type { Delivery, StoredEvent } from '../core/deliveries/delivery.ts';
 import type { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import { listDeliveries, type HistoryQuery } from './delivery-history.ts';
-import { ConflictError, DependencyUnavailableError, NotFoundError } from '../core/errors.ts';
+import { ConflictError, DependencyUnavailableError, InvalidInputError, NotFoundError } from '../core/errors.ts';
 import { pageQuerySchema, type PageQuery } from '../core/http/paging.ts';
 import { queuedDelivery, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import { buildEnvelope } from '../core/envelope.ts';
 import { randomBytes } from 'node:crypto';
-import { newId } from '../core/ids.ts';
+import { deliveryIdFor, newId } from '../core/ids.ts';
 import type { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import {
   applySubscriptionInput,
@@ -29,6 +29,8 @@ export interface WebhookRoutesOptions {
   historyRetentionMs: number;
   /** Puts a replayed series on the deliveries topic; resolves once Kafka acknowledged it. */
   enqueue(record: DeliveryRecord): Promise<void>;
+  /** Raises a test event on the events topic the router reads; resolves once Kafka acknowledged it. */
+  raiseTestEvent(event: TestEvent): Promise<void>;
   /** How long a replay waits for Kafka before answering 503 (GATEWAY_DEPENDENCY_TIMEOUT). */
   dependencyTimeoutMs: number;
   /** Idempotency-Key claims (compare-and-set): undefined when claimed, else the earlier request's claim. */
@@ -42,6 +44,9 @@ export interface WebhookRoutesOptions {
     release(tenantId: string, key: string, subscriptionId: string): Promise<void>;
   };
 }
+
+/** An integration event raised by POST /Subscriptions/{id}/test, for that subscription only. */
+export type TestEvent = Omit<StoredEvent, 'payload'> & { payload: Buffer; testSubscriptionId: string };
 
 const idParams = {
   type: 'object',
@@ -71,6 +76,7 @@ const deliverySchema = {
     queuedAt: { type: 'string', format: 'date-time' },
     occurredAt: { type: 'string' },
     replayOf: nullable('string'),
+    test: { type: 'boolean', description: 'a test delivery (POST /Subscriptions/{id}/test), not raised by an event' },
     abandonReason: nullable('string', {
       description: 'why the delivery ended without success (lifetime exceeded, subscription disabled or deleted…)',
     }),
@@ -277,6 +283,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
         ),
         signature: original.signature,
         replayOf: original.id,
+        ...(original.test ? { test: true } : {}),
       };
       const replay = queuedDelivery(record);
       // Sent first, stored second: a failed send leaves no row that nothing will ever send. The dispatcher's writes are
@@ -292,6 +299,75 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
     items: catalogue.list(),
     nextCursor: null,
   }));
+
+  app.get<{ Params: { name: string } }>(
+    '/EventTypes/:name',
+    {
+      schema: {
+        tags: ['EventTypes'],
+        params: {
+          type: 'object',
+          required: ['name'],
+          properties: { name: { type: 'string', minLength: 1, maxLength: 200 } },
+        },
+      },
+    },
+    async (request) => {
+      const eventType = catalogue.get(request.params.name);
+      if (!eventType) throw new NotFoundError('event type', request.params.name);
+      return eventType;
+    },
+  );
+
+  app.post<{ Params: { id: string }; Body: { eventType: string } }>(
+    '/Subscriptions/:id/test',
+    {
+      schema: {
+        tags: ['Subscriptions'],
+        params: idParams,
+        body: {
+          type: 'object',
+          required: ['eventType'],
+          additionalProperties: false,
+          properties: { eventType: { type: 'string', minLength: 1, maxLength: 200 } },
+        },
+      },
+    },
+    async (request, reply) => {
+      const { tenantId } = request.principal;
+      const subscription = await load(tenantId, request.params.id);
+      const eventType = catalogue.get(request.body.eventType);
+      if (!eventType) {
+        throw new InvalidInputError([
+          { path: 'eventType', message: `unknown event type ${request.body.eventType}; GET /EventTypes lists them` },
+        ]);
+      }
+      if (eventType.example === null) throw new ConflictError(`event type ${eventType.eventType} has no example payload`);
+      if (subscription.status !== 'enabled') {
+        throw new ConflictError(`subscription ${subscription.id} is disabled: enable it to receive test events`);
+      }
+      // The catalogue's example goes the whole way (router, dispatcher, history) as a delivery marked as a test.
+      const example = eventType.example as { id?: unknown; reference?: unknown };
+      const entityId = typeof example.id === 'string' ? example.id : newId();
+      const event: TestEvent = {
+        tenantId,
+        eventId: newId(),
+        eventType: eventType.eventType,
+        occurredAt: new Date().toISOString(),
+        entityId,
+        reference: typeof example.reference === 'string' ? example.reference : null,
+        resourceUrl: `/test-events/${eventType.eventType}/${entityId}`,
+        payload: Buffer.from(JSON.stringify(eventType.example), 'utf8'),
+        testSubscriptionId: subscription.id,
+      };
+      await withinTimeout(options.raiseTestEvent(event), options.dependencyTimeoutMs, 'Kafka');
+      const deliveryId = deliveryIdFor(event.eventId, subscription.id);
+      return reply
+        .code(202)
+        .header('location', `../../Deliveries/${deliveryId}`)
+        .send({ eventId: event.eventId, eventType: event.eventType, subscriptionId: subscription.id, deliveryId });
+    },
+  );
 
   app.get<{ Querystring: Omit<HistoryQuery, 'tenantId'> }>(
     '/Deliveries',
@@ -370,6 +446,7 @@ export function deliveryView(delivery: Delivery) {
     queuedAt: delivery.queuedAt.toISOString(),
     occurredAt: delivery.occurredAt,
     replayOf: delivery.replayOf,
+    test: delivery.test === true,
     abandonReason: delivery.abandonReason ?? null,
   };
 }

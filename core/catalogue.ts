@@ -1,10 +1,24 @@
 import type { AvroCodec } from './registry.ts';
 
-/** A subscribable event type and the service producing it. */
+/**
+ * A producer's declaration of a subscribable event type, as it travels on the catalogue topic: the payload's JSON
+ * Schema and an example payload as JSON text (absent from declarations made before they existed).
+ */
 export interface EventTypeEntry {
   eventType: string;
   service: string;
   description: string;
+  payloadSchema?: string | null;
+  example?: string | null;
+}
+
+/** A subscribable event type as the API shows it: the declaration with its schema and example parsed. */
+export interface EventType {
+  eventType: string;
+  service: string;
+  description: string;
+  payloadSchema: Record<string, unknown> | null;
+  example: unknown;
 }
 
 /** Where a catalogue record sits in its topic. */
@@ -26,7 +40,7 @@ export interface PartitionOffsets {
  * valid event type may still be missing and must not be judged unknown.
  */
 export class Catalogue {
-  private readonly entries = new Map<string, EventTypeEntry>();
+  private readonly entries = new Map<string, EventType>();
   /** Per partition, the last offset still to apply; undefined until the end offsets are known. */
   private pending: Map<number, bigint> | undefined;
   private readonly waiters: (() => void)[] = [];
@@ -70,6 +84,8 @@ export class Catalogue {
         eventType: entry.eventType,
         service: entry.service,
         description: entry.description,
+        payloadSchema: (parsedJson(entry.payloadSchema) as Record<string, unknown> | null) ?? null,
+        example: parsedJson(entry.example) ?? null,
       });
     }
     if (position) this.reached(position);
@@ -88,11 +104,26 @@ export class Catalogue {
     if (this.caughtUp) for (const wake of this.waiters.splice(0)) wake();
   }
 
-  list(): EventTypeEntry[] {
+  list(): EventType[] {
     return [...this.entries.values()].sort((a, b) => a.eventType.localeCompare(b.eventType));
+  }
+
+  /** The declared event type of that exact name, if any. */
+  get(eventType: string): EventType | undefined {
+    return this.entries.get(eventType);
   }
 
   names(): string[] {
     return [...this.entries.keys()];
+  }
+}
+
+/** JSON text parsed; undefined when absent or not JSON (a producer's mistake must not hide its event type). */
+function parsedJson(text: string | null | undefined): unknown {
+  if (text === null || text === undefined) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
   }
 }

@@ -238,6 +238,31 @@ function oauthSubscription(): Subscription {
   });
 }
 
+describe('delivery handler: test deliveries', () => {
+  it('sends X-Webhook-Test: true, and only on a test delivery', async () => {
+    const t = setup({ results: [ok(204), ok(204)] });
+    await t.handle(deliveryRecord({ test: true }));
+    await t.handle(deliveryRecord({ deliveryId: 'del-2' }));
+    expect(lower(t.sent[0]!.headers)['x-webhook-test']).toBe('true');
+    expect(lower(t.sent[1]!.headers)).not.toHaveProperty('x-webhook-test');
+  });
+
+  it('leaves the subscription failure days alone: a failing test counts no day, a passing one resets none', async () => {
+    const failing = setup({ results: [failed(null)], now: QUEUED_AT + DAY - 10_000, sendTakesMs: 30_000 });
+    await failing.handle(deliveryRecord({ attempt: 12, test: true }));
+    expect(failing.attempts.recordAttempt).toHaveBeenCalledWith(
+      SERIES,
+      expect.objectContaining({ attempt: 12 }),
+      expect.objectContaining({ status: 'abandoned' }),
+    );
+    expect(failing.subscriptions.recordFailureDay).not.toHaveBeenCalled();
+
+    const passing = setup({ results: [ok(200)], subscription: subscription({ failureDays: 4 }) });
+    await passing.handle(deliveryRecord({ test: true }));
+    expect(passing.subscriptions.resetFailureDays).not.toHaveBeenCalled();
+  });
+});
+
 describe('delivery handler: acknowledged', () => {
   it.each([
     [200, 0],

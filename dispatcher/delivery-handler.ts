@@ -99,7 +99,8 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
   };
 
   const countFailureDay = async (record: DeliveryRecord, subscription: Subscription | undefined) => {
-    if (!subscription || subscription.status !== 'enabled') return;
+    // A test delivery checks the endpoint on request: it never counts toward disabling the subscription.
+    if (!subscription || subscription.status !== 'enabled' || record.test) return;
     const window = failureWindow(now(), settings.failureDayMs);
     await deps.subscriptions.recordFailureDay(
       record.tenantId,
@@ -137,7 +138,7 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
       // A secret no configured key opens can never be used: retrying would stall the partition for nothing.
       return abandon(record, `subscription secrets unreadable: ${subscription.unreadableSecrets}`, subscription);
     }
-    if (subscription.supersedePendingDeliveries && record.replayOf === null) {
+    if (subscription.supersedePendingDeliveries && record.replayOf === null && !record.test) {
       const latest = await deps.attempts.latestForEntity(record.tenantId, record.subscriptionId, record.entityId);
       if (latest && latest.deliveryId !== record.deliveryId) {
         await deps.attempts.finish(
@@ -188,7 +189,7 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
     if (fate.kind === 'acknowledged') {
       deps.metrics?.outcome('acknowledged', result.durationMs);
       await write({ status: 'acknowledged', nextRetryAt: null });
-      if (subscription.failureDays > 0) {
+      if (subscription.failureDays > 0 && !record.test) {
         await durably('resetting failure days', record, () =>
           deps.subscriptions.resetFailureDays(record.tenantId, record.subscriptionId),
         );
@@ -240,6 +241,7 @@ function identityOf(record: DeliveryRecord): SeriesIdentity {
     occurredAt: record.occurredAt,
     replayOf: record.replayOf,
     signature: record.signature,
+    test: record.test === true,
   };
 }
 
@@ -260,6 +262,7 @@ async function outbound(
     ...(await authHeaders(subscription, refresh)),
   };
   if (record.signature !== null) headers[subscription.signatureHeaderName.toLowerCase()] = record.signature;
+  if (record.test) headers['x-webhook-test'] = 'true';
   return { url: subscription.url, headers, body: record.envelope };
 }
 

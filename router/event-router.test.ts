@@ -68,6 +68,27 @@ function fakes(
 }
 
 describe('routeEvent', () => {
+  it('routes a test event to its one subscription, whatever its event types, marked as a test and superseding nothing', async () => {
+    const subs = [
+      subscription('tested', { eventTypes: ['invoice.*'], supersedePendingDeliveries: true }),
+      subscription('sibling'),
+      subscription('tested-elsewhere', { tenantId: 'tenant-b' }),
+    ];
+    const { deps, calls } = fakes(subs);
+    const records = await routeEvent({ ...event, testSubscriptionId: 'tested' }, RECEIVED_AT, deps);
+    expect(records.map((record) => [record.subscriptionId, record.test])).toEqual([['tested', true]]);
+    const created = calls.find((call) => call.kind === 'createDeliveries');
+    expect(created?.kind === 'createDeliveries' && created.deliveries.map((delivery) => delivery.test)).toEqual([true]);
+    expect(calls.some((call) => call.kind === 'markLatestForEntity')).toBe(false);
+
+    // A disabled subscription gets no test delivery either.
+    const disabled = fakes([subscription('tested', { status: 'disabled' })]);
+    expect(await routeEvent({ ...event, testSubscriptionId: 'tested' }, RECEIVED_AT, disabled.deps)).toEqual([]);
+    // An ordinary event is not marked.
+    const ordinary = fakes([subscription('sibling')]);
+    expect((await routeEvent(event, RECEIVED_AT, ordinary.deps))[0]!.test).toBeUndefined();
+  });
+
   it('creates deliveries only for enabled subscriptions of the event tenant whose patterns match', async () => {
     const subs = [
       subscription('match-wildcard'),

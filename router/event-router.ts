@@ -36,11 +36,13 @@ export async function routeEvent(
   /** The event may have been routed before (redelivered after a rebalance, or a producer's marked re-publication). */
   mayBeRepeat = false,
 ): Promise<DeliveryRecord[]> {
+  // A test event goes to the one subscription it was raised for, whatever event types that one subscribes to.
+  const test = event.testSubscriptionId ?? null;
   const subscriptions = (await deps.subscriptionsOf(event.tenantId)).filter(
     (subscription) =>
       subscription.tenantId === event.tenantId &&
       subscription.status === 'enabled' &&
-      matchesAny(subscription.eventTypes, event.eventType),
+      (test === null ? matchesAny(subscription.eventTypes, event.eventType) : subscription.id === test),
   );
   if (subscriptions.length === 0) return [];
   // Only an event that may be a repeat costs a read: the first routing of an event, the hot path, reads nothing.
@@ -77,6 +79,7 @@ export async function routeEvent(
         envelope,
         signature,
         replayOf: null,
+        ...(test === null ? {} : { test: true }),
       } satisfies DeliveryRecord,
     };
   });
@@ -96,7 +99,9 @@ export async function routeEvent(
   if (deliveries.length > 0) await deps.store.createDeliveries({ ...event, payload: kept }, deliveries, receivedAt);
   await Promise.all(
     fresh.map(({ subscription }, index) =>
-      subscription.supersedePendingDeliveries ? deps.store.markLatestForEntity(deliveries[index]!, receivedAt) : null,
+      subscription.supersedePendingDeliveries && test === null
+        ? deps.store.markLatestForEntity(deliveries[index]!, receivedAt)
+        : null,
     ),
   );
   await deps.publish(records.map(({ record }) => record));

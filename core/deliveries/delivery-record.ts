@@ -18,6 +18,8 @@ export interface DeliveryRecord {
   envelope: Buffer;
   signature: string | null;
   replayOf: string | null;
+  /** A test delivery: sent with X-Webhook-Test: true, and left out of the subscription's failure days. */
+  test?: boolean;
   /**
    * Transport flags, carried in Kafka headers rather than in the Avro record. `expiryHop`: the record carries no
    * attempt, it only waits in a tier for the series' deadline. `mayBeDuplicate`: the series may have been sent before
@@ -86,5 +88,6 @@ export function queuedDelivery(record: DeliveryRecord): Delivery {
     occurredAt: record.occurredAt,
     replayOf: record.replayOf,
     signature: record.signature,
+    ...(record.test ? { test: true } : {}),
   };
 }

@@ -14,7 +14,7 @@ export interface SeriesRef {
 /** The fields of a series that a replay's first write carries too, so its row is whole whichever write lands first. */
 export type SeriesIdentity = Pick<
   Delivery,
-  'eventId' | 'eventType' | 'subscriptionId' | 'entityId' | 'occurredAt' | 'replayOf' | 'signature'
+  'eventId' | 'eventType' | 'subscriptionId' | 'entityId' | 'occurredAt' | 'replayOf' | 'signature' | 'test'
 >;
 
 /** The state of a series, as a dispatcher checks it before sending a record that may be a duplicate. */
@@ -82,8 +82,8 @@ export class DeliveryStore {
     const queries = [
       {
         query: `INSERT INTO deliveries (tenant_id, id, event_id, event_type, subscription_id, entity_id, status, attempt_count,
-          last_status_code, last_error_message, next_retry_at, queued_at, occurred_at, replay_of, signature)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl}`,
+          last_status_code, last_error_message, next_retry_at, queued_at, occurred_at, replay_of, signature, test)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl}`,
         params: [
           tenantId,
           id,
@@ -100,6 +100,7 @@ export class DeliveryStore {
           delivery.occurredAt,
           unset(delivery.replayOf),
           unset(delivery.signature),
+          unset(delivery.test ? true : null),
         ],
       },
       {
@@ -141,7 +142,7 @@ export class DeliveryStore {
     const fixed = identity
       ? {
           columns: `, event_id = ?, event_type = ?, subscription_id = ?, entity_id = ?, occurred_at = ?, replay_of = ?,
-                  signature = ?, queued_at = ?`,
+                  signature = ?, queued_at = ?, test = ?`,
           values: [
             identity.eventId,
             identity.eventType,
@@ -151,6 +152,7 @@ export class DeliveryStore {
             identity.replayOf,
             identity.signature,
             new Date(series.queuedAt),
+            unset(identity.test ? true : null),
           ],
         }
       : { columns: '', values: [] };
@@ -371,6 +373,7 @@ function fromRow(row: Record<string, unknown>): Delivery {
     occurredAt: String(row.occurred_at),
     replayOf: (row.replay_of as string | null) ?? null,
     signature: (row.signature as string | null) ?? null,
+    ...(row.test === true ? { test: true } : {}),
   };
 }
 

@@ -20,6 +20,8 @@ export interface Delivery {
   occurredAt: string;
   replayOf: string | null;
   signature: string | null;
+  /** A test delivery (POST /Subscriptions/{id}/test): the catalogue's example payload, sent on request. */
+  test?: boolean;
 }
 
 /** One attempt of a series; immutable once written. */
@@ -42,4 +44,6 @@ export interface StoredEvent {
   resourceUrl: string;
   /** Null when the payload was over the size limit: envelopes omit it, so it is not kept. */
   payload: Buffer | null;
+  /** Set on a test event: it is routed to this subscription only, whatever its event types, as a test delivery. */
+  testSubscriptionId?: string | null;
 }

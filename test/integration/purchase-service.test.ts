@@ -690,8 +690,17 @@ describe('purchase service', () => {
         }, 'the catalogue declarations');
         for (const eventType of ['purchaseOrder.validated', 'purchaseOrder.cancelled', 'purchaseOrder.sent']) {
           const entry = entries.get(eventType);
-          expect(entry, eventType).toEqual({ eventType, service: 'purchase', description: expect.any(String) });
+          expect(entry, eventType).toEqual({
+            eventType,
+            service: 'purchase',
+            description: expect.any(String),
+            payloadSchema: expect.any(String),
+            example: expect.any(String),
+          });
           expect(entry!.description.length).toBeGreaterThan(10);
+          // The payload's JSON Schema and an example travel as JSON text.
+          expect(JSON.parse(entry!.payloadSchema!)).toMatchObject({ title: 'PurchaseOrder', type: 'object' });
+          expect(JSON.parse(entry!.example!)).toMatchObject({ id: expect.any(String), rows: expect.any(Array) });
         }
         expect(entries.get('purchaseOrder.sent')!.description).toMatch(/declared/i);
       } finally {

@@ -70,6 +70,7 @@ function view(delivery: Delivery): DeliveryView {
     queuedAt: delivery.queuedAt.toISOString(),
     occurredAt: delivery.occurredAt,
     replayOf: delivery.replayOf,
+    test: delivery.test === true,
     abandonReason: delivery.abandonReason ?? null,
   };
 }
