@@ -8,7 +8,11 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['{core,producer,router,dispatcher,api,infra}/**/*.test.ts', 'test/bench/**/*.test.ts'],
+          include: [
+            '{core,producer,router,dispatcher,api,infra}/**/*.test.ts',
+            'test/bench/**/*.test.ts',
+            'sdk/**/*.test.ts',
+          ],
         },
       },
       {
