@@ -14,6 +14,7 @@ import { IdempotencyStore } from '../core/subscriptions/idempotency-store.ts';
 import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
 import { startPurchaseService } from '../producer/purchase-service.ts';
+import { CONSOLE_ROOT } from './console-routes.ts';
 import { buildGateway, type ReadinessCheck } from './gateway.ts';
 import type { TestEvent } from './webhook-routes.ts';
 import { lookup } from 'node:dns/promises';
@@ -90,6 +91,10 @@ export async function startGateway(
     webhook,
     purchase: purchase ? { store: purchase.store } : undefined,
     readiness,
+    // The operator console calls the webhook API; its sign-in goes to the identity provider through the gateway.
+    console: apis.webhook
+      ? { root: CONSOLE_ROOT, tokenUrl: `${config.auth.url}/oauth/token`, audience: config.auth.audience }
+      : undefined,
   });
   await app.listen({ host: config.gateway.host, port: config.gateway.port });
   logger.info({ baseUrl: config.gateway.baseUrl }, 'gateway listening');

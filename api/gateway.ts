@@ -6,6 +6,7 @@ import type { TokenVerifier } from '../core/auth/verifier.ts';
 import { installErrorHandler, sendProblem } from '../core/http/problem.ts';
 import { purchaseRoutes } from '../producer/purchase-routes.ts';
 import type { PurchaseStore } from '../producer/purchase-store.ts';
+import { consoleRoutes, type ConsoleOptions } from './console-routes.ts';
 import { webhookRoutes, type WebhookRoutesOptions } from './webhook-routes.ts';
 
 export interface GatewayDeps {
@@ -14,6 +15,8 @@ export interface GatewayDeps {
   integrators: IntegratorDirectory;
   webhook?: WebhookRoutesOptions;
   purchase?: { store: PurchaseStore };
+  /** The operator console under /console (static files and its sign-in route), hidden from the OpenAPI documents. */
+  console?: ConsoleOptions;
   /** What GET /ready checks: each dependency by name, answering whether it is usable now. */
   readiness: ReadinessCheck[];
 }
@@ -88,6 +91,7 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
     );
     app.get('/CorePurchase/openapi.json', { schema: { hide: true } }, async () => documentFor(app, '/CorePurchase/'));
   }
+  if (deps.console) await app.register(consoleRoutes, deps.console);
   return app;
 }
 
