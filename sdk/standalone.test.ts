@@ -84,10 +84,15 @@ describe('receiver kit stands alone', () => {
         fetch(url, { method: 'POST', headers, body: Uint8Array.from(body) }).then((response) => response.status);
       expect(await post(deliveryHeaders(body))).toBe(202);
       expect(await post(deliveryHeaders(body, 'wrong-secret-000000000'))).toBe(401);
-      const logged = () => output.includes('order PO-000042 validated: 12.500 EUR');
-      for (let wait = 0; !logged() && wait < 100; wait += 1) await new Promise((done) => setTimeout(done, 20));
-      expect(output).toContain('order PO-000042 validated: 12.500 EUR');
-      expect(output).toMatch(/"outcome":"refused","status":401,"code":"invalid_signature"/);
+      // The child logs after it has answered: wait for its lines (polled, up to 2 s).
+      const printed = async (pattern: RegExp) => {
+        for (let wait = 0; !pattern.test(output) && wait < 100; wait += 1) {
+          await new Promise((done) => setTimeout(done, 20));
+        }
+        expect(output).toMatch(pattern);
+      };
+      await printed(/order PO-000042 validated: 12\.500 EUR/);
+      await printed(/"outcome":"refused","status":401,"code":"invalid_signature"/);
     } finally {
       child.kill();
     }

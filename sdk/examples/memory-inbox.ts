@@ -7,6 +7,8 @@ export interface ReceivedEvent {
   rawBody: Buffer;
   deliveryId: string | null;
   attempt: number | null;
+  /** A test delivery (X-Webhook-Test: true): the catalogue's example payload, not a real order. */
+  test: boolean;
   receivedAt: Date;
 }
 

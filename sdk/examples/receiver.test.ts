@@ -87,6 +87,15 @@ describe('example receiver over HTTP', () => {
     ]);
   });
 
+  it('marks a test delivery (X-Webhook-Test: true) in the event and the log', async () => {
+    const receiver = await start();
+    const test = envelopeBody(validatedOrder, { eventId: 'test-event' });
+    expect((await receiver.post(test, deliveryHeaders(test, SECRET, { 'x-webhook-test': 'true' }))).status).toBe(202);
+    await until(() => receiver.processed.length === 1, 'the test event');
+    expect(receiver.processed[0]!.test).toBe(true);
+    expect(receiver.logs[0]).toMatchObject({ outcome: 'accepted', eventId: 'test-event', test: true });
+  });
+
   it('answers 401 to a tampered body, a wrong secret or no signature, and processes none of them', async () => {
     const receiver = await start();
     const tampered = Buffer.from(body);

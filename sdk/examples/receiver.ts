@@ -35,6 +35,8 @@ export interface ReceiverLogEntry {
   eventType?: string | null;
   deliveryId?: string | null;
   attempt?: number | null;
+  /** A test delivery (X-Webhook-Test: true). */
+  test?: boolean;
   entityId?: string;
   reference?: string | null;
   /** Why a request was refused (a WebhookVerificationError code, or the HTTP reason). */
@@ -90,6 +92,7 @@ export function createReceiver(options: ReceiverOptions): Server {
             rawBody,
             deliveryId: info.deliveryId,
             attempt: info.attempt,
+            test: info.test,
             receivedAt: new Date(),
           };
           // Deduplicated on the body's eventId (signed; equal to X-Webhook-Event-Id): retries and replays repeat it.

@@ -40,5 +40,6 @@ export function readDeliveryInfo(headers: RequestHeaders): DeliveryInfo {
     eventType: headerValue(headers, DELIVERY_HEADERS.eventType),
     subscriptionId: headerValue(headers, DELIVERY_HEADERS.subscriptionId),
     attempt: attempt !== null && /^\d+$/.test(attempt) ? Number(attempt) : null,
+    test: headerValue(headers, DELIVERY_HEADERS.test) === 'true',
   };
 }

@@ -74,7 +74,10 @@ export interface EnvelopeFields<T extends string = string> {
   entityId: string;
   /** Business reference of the entity, when it has one. */
   reference: string | null;
-  /** A path (not an absolute URL), resolved against the gateway base address, to fetch the entity's current state. */
+  /**
+   * A path (not an absolute URL) resolved against the gateway base address, to fetch the entity's current state:
+   * /CorePurchase/REST/PurchaseOrders/{id} for purchase orders (a test event's names no real resource).
+   */
   resourceUrl: string;
   subscriptionId: string;
 }
@@ -86,23 +89,16 @@ export interface EnvelopeFields<T extends string = string> {
 export type Envelope<T extends string, P> = EnvelopeFields<T> &
   ({ payload: P; payloadOmitted: false } | { payload: null; payloadOmitted: true });
 
-type PurchaseOrderPath = `/CorePurchase/REST/PurchaseOrders/${string}`;
-
 /** purchaseOrder.validated: a purchase order (or an amendment, under its own id) was validated. */
 export type PurchaseOrderValidatedEnvelope = Envelope<'purchaseOrder.validated', ValidatedPurchaseOrder> & {
   reference: string;
-  resourceUrl: PurchaseOrderPath;
 };
 
 /** purchaseOrder.cancelled: a purchase order was cancelled and will not be executed. */
-export type PurchaseOrderCancelledEnvelope = Envelope<'purchaseOrder.cancelled', CancelledPurchaseOrder> & {
-  resourceUrl: PurchaseOrderPath;
-};
+export type PurchaseOrderCancelledEnvelope = Envelope<'purchaseOrder.cancelled', CancelledPurchaseOrder>;
 
 /** purchaseOrder.sent: declared and subscribable; no delivery arrives until the supplier-sending flow exists. */
-export type PurchaseOrderSentEnvelope = Envelope<'purchaseOrder.sent', PurchaseOrderDTO> & {
-  resourceUrl: PurchaseOrderPath;
-};
+export type PurchaseOrderSentEnvelope = Envelope<'purchaseOrder.sent', PurchaseOrderDTO>;
 
 /** Every envelope of the purchase service's events: switch on `eventType`, then on `payloadOmitted`. */
 export type PurchaseOrderEnvelope =
@@ -117,6 +113,8 @@ export const DELIVERY_HEADERS = {
   attempt: 'x-webhook-attempt',
   /** The default; a subscription may choose another name for its signature header. */
   signature: 'x-webhook-signature',
+  /** "true" on a test delivery (POST /Subscriptions/{id}/test), absent otherwise. */
+  test: 'x-webhook-test',
 } as const;
 
 /** The headers of a delivery as sent (none of them is signed: only the body is). */
@@ -132,6 +130,8 @@ export interface WebhookDeliveryHeaders {
   'x-webhook-attempt': `${number}`;
   /** base64(HMAC-SHA256(secret, raw body)) when the subscription uses Hmac (under its chosen name, if any). */
   'x-webhook-signature'?: string;
+  /** Only on a test delivery: the catalogue's example payload, sent on request, under a new eventId. */
+  'x-webhook-test'?: 'true';
 }
 
 /** The delivery headers read into values; null for a header that is absent. */
@@ -141,4 +141,6 @@ export interface DeliveryInfo {
   eventType: string | null;
   subscriptionId: string | null;
   attempt: number | null;
+  /** True for a test delivery (X-Webhook-Test: true). */
+  test: boolean;
 }
