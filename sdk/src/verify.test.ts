@@ -80,6 +80,9 @@ describe('verifyWebhook', () => {
     expect(refusal(() => verifyWebhook({ headers: unsigned, rawBody: body, secrets: SECRET }))).toBe(
       'missing_signature',
     );
+    expect(() => verifyWebhook({ headers: unsigned, rawBody: body, secrets: SECRET })).toThrow(
+      /^No X-Webhook-Signature header\. .*Hmac authentication mode/,
+    );
     const empty = { ...headers, 'x-webhook-signature': ' ' };
     expect(refusal(() => verifyWebhook({ headers: empty, rawBody: body, secrets: SECRET }))).toBe('missing_signature');
   });

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { WebhookVerificationError } from './errors.ts';
 import { headerValues, type RequestHeaders } from './headers.ts';
-import { DELIVERY_HEADERS, type PurchaseOrderEnvelope } from './types.ts';
+import type { PurchaseOrderEnvelope } from './types.ts';
 
 /** The raw request body exactly as received. */
 export type RawBody = Buffer | Uint8Array | string;
@@ -18,6 +18,8 @@ export interface VerifyWebhookOptions {
   signatureHeader?: string;
 }
 
+/** Looked up case-insensitively; written as the spec names it, for messages. */
+const DEFAULT_SIGNATURE_HEADER = 'X-Webhook-Signature';
 /** An HMAC-SHA256 is 32 bytes. */
 const DIGEST_BYTES = 32;
 /** Values of the signature header looked at, at most: the service sends one. */
@@ -47,7 +49,7 @@ export function verifyWebhook<E extends { eventType: string } = PurchaseOrderEnv
     throw new WebhookVerificationError('body_not_raw', `rawBody is ${describe(options.rawBody)}`);
   }
   const body = bytesOf(options.rawBody);
-  const headerName = options.signatureHeader ?? DELIVERY_HEADERS.signature;
+  const headerName = options.signatureHeader ?? DEFAULT_SIGNATURE_HEADER;
   // A proxy may repeat a header, and Node joins repeats with ", ": each value is a candidate (base64 has no comma).
   const candidates = headerValues(options.headers, headerName)
     .flatMap((value) => value.split(','))
