@@ -8,7 +8,8 @@ import { testServers } from './servers.ts';
 
 const started = Date.now();
 const servers = await testServers((line) => console.log(`[servers] ${line}`));
-const report = path.join(repoRoot, '.local', 'vitest-report.json');
+// One report per run: two runs at once on one machine must not read (or delete) each other's.
+const report = path.join(repoRoot, '.local', `vitest-report-${process.pid}.json`);
 rmSync(report, { force: true });
 const env = {
   ...process.env,
@@ -38,6 +39,7 @@ try {
 } catch {
   // vitest crashed before writing its report: the exit code says it failed
 }
+rmSync(report, { force: true });
 console.log(`\ntest suite took ${((Date.now() - started) / 1000).toFixed(0)} s`);
 console.log(summary);
 process.exit(code !== 0 || summary.includes('no test') ? code || 1 : 0);
