@@ -21,11 +21,13 @@ COPY dispatcher dispatcher
 COPY api api
 COPY infra infra
 COPY schemas schemas
-# tsc emits JavaScript only: the CQL migrations (read from dist/core/migrations) and the Avro schemas (read from
-# dist/schemas) are copied beside it.
+COPY console console
+# tsc emits JavaScript only: the CQL migrations (read from dist/core/migrations), the Avro schemas (read from
+# dist/schemas) and the operator console's static files (served from dist/console) are copied beside it.
 RUN npm run build \
   && cp -R core/migrations dist/core/migrations \
-  && cp -R schemas dist/schemas
+  && cp -R schemas dist/schemas \
+  && cp -R console dist/console
 
 # Production dependencies only.
 FROM ${NODE_IMAGE} AS deps
