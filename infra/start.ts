@@ -138,6 +138,7 @@ async function main(): Promise<void> {
 Core Webhooks is ready (${((Date.now() - started) / 1000).toFixed(1)} s).
 
   gateway (both APIs)   ${base}   /health, /ready, OpenAPI: ${base}/CoreWebhook/openapi.json, ${base}/CorePurchase/openapi.json
+  operator console      ${base}/console/   (sign in with the demo client below)
   identity provider     ${config.auth.url}   /health
   Kafka                 ${servers.kafkaBrokers.join(',')}
   Cassandra             ${servers.cassandraContactPoints.join(',')} (keyspace ${config.cassandra.keyspace})
