@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { deliveryIdFor, newId } from './ids.ts';
+import { deliveryIdFor, newId, newTimeOrderedId } from './ids.ts';
 
 // 8-4-4-4-12 lower-case hex, version nibble 8 (RFC 9562 custom UUID), variant bits 10xx (8, 9, a or b).
 const UUID_V8 = /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -51,5 +51,18 @@ describe('newId', () => {
     const ids = Array.from({ length: 100 }, () => newId());
     for (const id of ids) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(new Set(ids).size).toBe(100);
+  });
+});
+
+describe('newTimeOrderedId', () => {
+  const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+  it('is a version 7 UUID whose text sorts by creation time, and unique within a millisecond', () => {
+    const times = [0, 1, 1_700_000_000_000, 1_700_000_000_001, 1_800_000_000_000, 2 ** 48 - 1];
+    const ids = times.map((time) => newTimeOrderedId(time));
+    for (const id of ids) expect(id).toMatch(UUID_V7);
+    expect([...ids].sort()).toEqual(ids);
+    const same = new Set(Array.from({ length: 1_000 }, () => newTimeOrderedId(1_700_000_000_000)));
+    expect(same.size).toBe(1_000);
   });
 });

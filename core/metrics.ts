@@ -10,7 +10,35 @@ export interface DeliveryMetrics {
   outcome(outcome: string, durationMs: number | undefined): void;
   /** Time spent in one stage, in milliseconds. */
   stage(stage: Stage, ms: number): void;
+  /** A retry whose due time an answer's Retry-After moved past the retry schedule's. */
+  retryAfterDeferral(): void;
 }
+
+/** Why an attempt's answer made its subscription back off. */
+export type ThrottleReason = '429' | '503' | 'timeout' | 'connection' | 'latency';
+
+/** The dispatcher's per-subscription concurrency limits at one moment, as a scrape reads them. */
+export interface LimitsSnapshot {
+  /** The current limit of every subscription the dispatcher tracks. */
+  limits: number[];
+  /** Subscriptions inside a Retry-After window now. */
+  held: number;
+  /** At most MOST_THROTTLED subscriptions below their ceiling, the lowest limits first. */
+  mostThrottled: { subscriptionId: string; tenantId: string; limit: number }[];
+}
+
+/** What the dispatcher's adaptive concurrency records. */
+export interface ConcurrencyMetrics {
+  /** An attempt whose answer says its endpoint is overloaded. */
+  throttled(reason: ThrottleReason): void;
+  /** Where each scrape reads the current limits from. */
+  readLimits(read: () => LimitsSnapshot): void;
+}
+
+/** Subscriptions named in webhook_subscription_concurrency_limit at most: its label set stays bounded. */
+export const MOST_THROTTLED = 10;
+/** Bucket bounds of webhook_concurrency_limit_subscriptions. */
+const LIMIT_BUCKETS = [1, 2, 5, 10, 20, 50, 100];
 
 /** What a consumer records about its partitions and work in progress. */
 export interface ConsumerMetrics {
@@ -18,6 +46,15 @@ export interface ConsumerMetrics {
   inFlight(count: number): void;
   /** A record that can never be handled (undecodable) was skipped. */
   poison(topic: string): void;
+}
+
+/** Where a bulk replay job's deliveries are: matched, queued or skipped (router), delivered or failed (dispatcher). */
+export type ReplayStage = 'matched' | 'queued' | 'skipped' | 'delivered' | 'failed';
+
+/** What bulk replay records: its deliveries by stage, and the jobs this process runs. */
+export interface ReplayMetrics {
+  progress(stage: ReplayStage, count: number): void;
+  running(jobs: number): void;
 }
 
 export function createMetrics(service: string) {
@@ -64,21 +101,91 @@ export function createMetrics(service: string) {
     labelNames: ['topic'],
     registers: [registry],
   });
+  const throttled = new Counter({
+    name: 'webhook_throttled_attempts_total',
+    help: 'Attempts whose answer made their subscription back off, by reason (429, 503, timeout, connection, latency)',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  const deferrals = new Counter({
+    name: 'webhook_retry_after_deferrals_total',
+    help: "Retries scheduled later than the retry schedule's next step because the answer's Retry-After asked for it",
+    registers: [registry],
+  });
+  let readLimits: (() => LimitsSnapshot) | undefined;
+  new Gauge({
+    name: 'webhook_concurrency_limit_subscriptions',
+    help:
+      'Subscriptions the dispatcher tracks whose concurrency limit is at most le (cumulative buckets, as a ' +
+      'histogram\'s; le="+Inf" counts them all); subscriptions it does not track are at the ceiling',
+    labelNames: ['le'],
+    registers: [registry],
+    collect() {
+      if (!readLimits) return;
+      const { limits } = readLimits();
+      for (const bound of LIMIT_BUCKETS) this.set({ le: String(bound) }, limits.filter((l) => l <= bound).length);
+      this.set({ le: '+Inf' }, limits.length);
+    },
+  });
+  new Gauge({
+    name: 'webhook_subscription_concurrency_limit',
+    help: `Concurrency limit of the (at most ${MOST_THROTTLED}) most throttled subscriptions below their ceiling`,
+    labelNames: ['subscription_id', 'tenant_id'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const entry of readLimits?.().mostThrottled.slice(0, MOST_THROTTLED) ?? []) {
+        this.set({ subscription_id: entry.subscriptionId, tenant_id: entry.tenantId }, entry.limit);
+      }
+    },
+  });
+  new Gauge({
+    name: 'webhook_subscriptions_retry_after_held',
+    help: 'Subscriptions inside a Retry-After window now (held at a concurrency of 1)',
+    registers: [registry],
+    collect() {
+      if (readLimits) this.set(readLimits().held);
+    },
+  });
   const routed = new Counter({
     name: 'webhook_events_routed_total',
     help: 'Events routed, and the deliveries they produced',
     labelNames: ['kind'],
     registers: [registry],
   });
+  const replayDeliveries = new Counter({
+    name: 'webhook_replay_deliveries_total',
+    help:
+      'Deliveries of bulk replay jobs by stage: matched by a job, queued as replays, skipped (not replayable), and ' +
+      'the replays that ended delivered or failed',
+    labelNames: ['stage'],
+    registers: [registry],
+  });
+  const replayJobs = new Gauge({
+    name: 'webhook_replay_jobs_running',
+    help: 'Bulk replay jobs this process is running now',
+    registers: [registry],
+  });
   return {
     registry,
+    replay: {
+      progress: (stage, count) => replayDeliveries.inc({ stage }, count),
+      running: (jobs) => replayJobs.set(jobs),
+    } satisfies ReplayMetrics,
     delivery: {
       outcome: (outcome, durationMs) => {
         outcomes.inc({ outcome });
         if (durationMs !== undefined) latency.observe(durationMs / 1000);
       },
       stage,
+      retryAfterDeferral: () => deferrals.inc(),
     } satisfies DeliveryMetrics,
+    concurrency: {
+      throttled: (reason) => throttled.inc({ reason }),
+      readLimits: (read) => {
+        readLimits = read;
+      },
+    } satisfies ConcurrencyMetrics,
     stage,
     consumer: {
       lag: (topic, partition, value) => lag.set({ topic, partition: String(partition) }, value),

@@ -131,18 +131,35 @@ function setup(options: Setup = {}) {
   const authHeaders = vi.fn(
     options.authHeaders ?? createAuthHeaders(async () => ({ accessToken: 'unused', expiresInSeconds: 3600 })),
   );
+  const replayOutcomes = {
+    ended: vi.fn(async (_tenantId: string, _jobId: string, outcome: 'delivered' | 'failed') => {
+      log.push(`replay ${outcome}`);
+    }),
+  };
   const handle = createDeliveryHandler({
     subscriptions,
     attempts,
     scheduleRetry,
     send,
     authHeaders,
+    replayOutcomes,
     logger: pino({ level: 'silent' }),
     settings: { retryDelaysMs: DELAYS, deliveryLifetimeMs: DAY, failureDayMs: DAY, autoDisableAfterDays: 10 },
     now: () => clock,
     sleep: async () => undefined,
   });
-  return { handle, send, sent, attempts, subscriptions, scheduleRetry, authHeaders, log, now: () => clock };
+  return {
+    handle,
+    send,
+    sent,
+    attempts,
+    subscriptions,
+    scheduleRetry,
+    authHeaders,
+    replayOutcomes,
+    log,
+    now: () => clock,
+  };
 }
 
 /** Header names are case-insensitive on the wire: compare them lower-cased. */
@@ -631,5 +648,38 @@ describe('delivery handler: duplicates and poison', () => {
       'subscription secrets unreadable: key k9: unknown key id',
       0,
     );
+  });
+});
+
+describe('delivery handler: bulk replay job progress', () => {
+  const replay = (overrides: Partial<DeliveryRecord> = {}) =>
+    deliveryRecord({ replayOf: 'del-0', replayJobId: 'job-1', ...overrides });
+
+  it('counts a replay of a job delivered once its acknowledgement is written', async () => {
+    const t = setup({ results: [ok(204)] });
+    await t.handle(replay());
+    expect(t.replayOutcomes.ended).toHaveBeenCalledExactlyOnceWith('tenant-a', 'job-1', 'delivered');
+    expect(t.log).toEqual(['send', 'recordAttempt', 'replay delivered']);
+  });
+
+  it('counts it failed when it is abandoned, after an attempt or without one', async () => {
+    const atDeadline = setup({ results: [failed(500)], now: QUEUED_AT + DAY });
+    await atDeadline.handle(replay({ attempt: 9 }));
+    expect(atDeadline.replayOutcomes.ended).toHaveBeenCalledExactlyOnceWith('tenant-a', 'job-1', 'failed');
+    const deleted = setup({ subscription: undefined });
+    await deleted.handle(replay());
+    expect(deleted.log).toEqual(['finish', 'replay failed']);
+  });
+
+  it('counts nothing for a retry, a skipped duplicate, or a delivery of no job', async () => {
+    const retrying = setup({ results: [failed(503)] });
+    await retrying.handle(replay());
+    const duplicate = setup({ state: { status: 'acknowledged', attemptCount: 1 } });
+    await duplicate.handle(replay({ mayBeDuplicate: true }));
+    const single = setup({ results: [ok(204)] });
+    await single.handle(deliveryRecord({ replayOf: 'del-0', replayJobId: null }));
+    for (const t of [retrying, duplicate, single]) expect(t.replayOutcomes.ended).not.toHaveBeenCalled();
+    // The job rides along with the retry, to be counted when the series ends.
+    expect(retrying.scheduleRetry.mock.calls[0]![1]).toMatchObject({ replayJobId: 'job-1', attempt: 2 });
   });
 });

@@ -36,6 +36,14 @@ export interface SubscriptionDirectory {
   recordFailureDay(tenantId: string, id: string, windowStart: number, disableAt: number): Promise<unknown>;
 }
 
+/**
+ * Where the end of a bulk replay job's replay is counted: the job's delivered and failed progress. Called right after
+ * the final state was written; a count retried after a timeout that had applied counts twice (progress, not accounting).
+ */
+export interface ReplayOutcomeLog {
+  ended(tenantId: string, jobId: string, outcome: 'delivered' | 'failed'): Promise<void>;
+}
+
 /** Builds the authentication headers of a subscription (ApiKey, OAuth2 bearer); null token means refresh. */
 export type AuthHeaders = (subscription: Subscription, refresh: boolean) => Promise<Record<string, string>>;
 
@@ -47,6 +55,7 @@ export interface DeliveryHandlerDeps {
   authHeaders: AuthHeaders;
   logger: Logger;
   metrics?: DeliveryMetrics;
+  replayOutcomes?: ReplayOutcomeLog;
   settings: {
     retryDelaysMs: readonly number[];
     deliveryLifetimeMs: number;
@@ -90,9 +99,19 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
     queuedAt: record.queuedAt,
   });
 
+  /** Counts the end of a bulk replay job's replay toward the job's progress. */
+  const countReplay = async (record: DeliveryRecord, outcome: 'delivered' | 'failed') => {
+    const jobId = record.replayJobId;
+    if (!jobId || !deps.replayOutcomes) return;
+    await durably('counting the replay job outcome', record, () =>
+      deps.replayOutcomes!.ended(record.tenantId, jobId, outcome),
+    );
+  };
+
   /** Ends a series without an attempt; the last attempt's status code and error stay as they were. */
   const abandon = async (record: DeliveryRecord, reason: string, subscription: Subscription | undefined) => {
     await deps.attempts.finish(seriesOf(record), 'abandoned', reason, record.attempt - 1);
+    await countReplay(record, 'failed');
     await countFailureDay(record, subscription);
     deps.metrics?.outcome('abandoned', undefined);
     logger.info(logFields(record, 'abandoned', { reason }), 'delivery abandoned');
@@ -189,6 +208,7 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
     if (fate.kind === 'acknowledged') {
       deps.metrics?.outcome('acknowledged', result.durationMs);
       await write({ status: 'acknowledged', nextRetryAt: null });
+      await countReplay(record, 'delivered');
       if (subscription.failureDays > 0 && !record.test) {
         await durably('resetting failure days', record, () =>
           deps.subscriptions.resetFailureDays(record.tenantId, record.subscriptionId),
@@ -212,6 +232,7 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
     } else {
       deps.metrics?.outcome('abandoned', result.durationMs);
       await write({ status: 'abandoned', nextRetryAt: null, abandonReason: fate.reason });
+      await countReplay(record, 'failed');
       await durably('counting the failure day', record, () => countFailureDay(record, subscription));
       logger.info({ ...logBase, reason: fate.reason, error: result.errorMessage }, 'delivery abandoned');
     }

@@ -16,6 +16,7 @@ import { consumerJoined, createMetrics, Readiness, serveMetrics } from '../core/
 import { SubscriptionCache } from '../core/subscriptions/subscription-cache.ts';
 import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
+import { ReplayJobStore } from '../core/replay-jobs/replay-job-store.ts';
 import { createAuthHeaders } from './auth-headers.ts';
 import { createDeliveryHandler } from './delivery-handler.ts';
 import { createGuardedAgent, createSender } from './http-sender.ts';
@@ -46,6 +47,7 @@ export async function startDispatcher(
   for (const tier of topics.retries) await codecFor<DeliveryRecord>(platform.registry, 'delivery', tier.topic);
   readiness.set('schema registry', () => undefined); // it answered: the codecs above were fetched
   const publisher = await Publisher.connect(platform.kafka);
+  const replayJobs = new ReplayJobStore(platform.db, webhook.historyRetentionMs);
   const send = createSender(agent, allowed, webhook.attemptTimeoutMs, connectionsPerOrigin);
 
   const handle = createDeliveryHandler({
@@ -79,6 +81,12 @@ export async function startDispatcher(
     }),
     logger,
     metrics: metrics.delivery,
+    replayOutcomes: {
+      ended: async (tenantId, jobId, outcome) => {
+        await replayJobs.countOutcome(tenantId, jobId, outcome);
+        metrics.replay.progress(outcome, 1);
+      },
+    },
     settings: webhook,
   });
 

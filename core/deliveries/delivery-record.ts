@@ -20,6 +20,8 @@ export interface DeliveryRecord {
   replayOf: string | null;
   /** A test delivery: sent with X-Webhook-Test: true, and left out of the subscription's failure days. */
   test?: boolean;
+  /** The bulk replay job that queued this replay: the dispatcher counts the series' end toward the job's progress. */
+  replayJobId?: string | null;
   /**
    * Transport flags, carried in Kafka headers rather than in the Avro record. `expiryHop`: the record carries no
    * attempt, it only waits in a tier for the series' deadline. `mayBeDuplicate`: the series may have been sent before
