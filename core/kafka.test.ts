@@ -1,5 +1,6 @@
-import { describe, expect, it } from 'vitest';
-import { OffsetTracker } from './kafka.ts';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ConsumerRunner, OffsetTracker, type ConsumedRecord, type ConsumerOptions, type Kafka } from './kafka.ts';
 
 /** `commit: null` expects no commit; `mayRestate` also tolerates a commit of that (first unfinished) offset. */
 type Step = { begin?: string[]; finish?: string[]; commit: string | null; mayRestate?: string };
@@ -155,6 +156,234 @@ describe('OffsetTracker', () => {
       expect(last).toBe(offsets[offsets.length - 1]! + 1n);
     },
   );
+});
+
+/**
+ * The part of a kafkajs consumer the runner uses, in memory: `feed` hands the runner a batch as kafkajs would (it
+ * resolves once the runner's batch loop returns), `committed` is the last offset committed per partition.
+ */
+function fakeKafka() {
+  type EachBatch = (payload: unknown) => Promise<void>;
+  let eachBatch: EachBatch | undefined;
+  const committed = new Map<number, bigint>();
+  const consumer = {
+    events: { GROUP_JOIN: 'consumer.group_join', CRASH: 'consumer.crash' },
+    on: () => undefined,
+    connect: async () => undefined,
+    subscribe: async () => undefined,
+    run: async (config: { eachBatch: EachBatch }) => {
+      eachBatch = config.eachBatch;
+    },
+    commitOffsets: async (offsets: { partition: number; offset: string }[]) => {
+      for (const { partition, offset } of offsets) {
+        // Commits only ever move forward.
+        expect(BigInt(offset)).toBeGreaterThan(committed.get(partition) ?? -1n);
+        committed.set(partition, BigInt(offset));
+      }
+    },
+    pause: async () => undefined,
+    disconnect: async () => undefined,
+  };
+  const admin = {
+    connect: async () => undefined,
+    disconnect: async () => undefined,
+    fetchTopicOffsets: async () => [],
+  };
+  return {
+    kafka: { consumer: () => consumer, admin: () => admin } as unknown as Kafka,
+    committed,
+    /** Hands records `first`, `first + 1`, … of `partition`, keyed by `keys`, to the runner. */
+    feed: (partition: number, first: number, keys: string[]) =>
+      eachBatch!({
+        batch: {
+          topic: 'deliveries',
+          partition,
+          highWatermark: '0',
+          offsetLag: () => '0',
+          messages: keys.map((key, index) => ({
+            offset: String(first + index),
+            key: Buffer.from(key),
+            value: Buffer.from('x'),
+            headers: {},
+            timestamp: '0',
+          })),
+        },
+        resolveOffset: () => undefined,
+        heartbeat: async () => undefined,
+        pause: () => () => undefined,
+        isRunning: () => true,
+        isStale: () => false,
+      }),
+  };
+}
+
+/** A runner on a fake consumer whose handler holds every record until the test finishes it. */
+async function startRunner(options: Partial<ConsumerOptions>) {
+  const fake = fakeKafka();
+  const held: { record: ConsumedRecord; finish: () => void }[] = [];
+  let started = 0;
+  const runner = new ConsumerRunner(fake.kafka, {
+    groupId: 'g',
+    topics: ['deliveries'],
+    maxInFlight: 100,
+    logger: pino({ level: 'silent' }),
+    handle: (record) =>
+      new Promise<void>((resolve) => {
+        started += 1;
+        held.push({ record, finish: resolve });
+      }),
+    ...options,
+  });
+  await runner.start();
+  const settle = () => new Promise((resolve) => setTimeout(resolve, 5));
+  return {
+    runner,
+    fake,
+    /** Records being handled now, by lane key. */
+    active: (key: string) => held.filter((entry) => entry.record.key?.toString() === key).length,
+    started: () => started,
+    /** Finishes the oldest record being handled of lane `key` (any lane when omitted), then lets the runner react. */
+    finish: async (key?: string) => {
+      const index = held.findIndex((entry) => key === undefined || entry.record.key?.toString() === key);
+      expect(index, `a record of ${key ?? 'any lane'} being handled`).toBeGreaterThanOrEqual(0);
+      held.splice(index, 1)[0]!.finish();
+      await settle();
+    },
+    settle,
+    stop: async () => {
+      const stopping = runner.stop();
+      while (held.length > 0) held.shift()!.finish();
+      await stopping;
+    },
+  };
+}
+
+describe('ConsumerRunner lanes with a dynamic limit', () => {
+  const runners: { stop(): Promise<void> }[] = [];
+  afterEach(async () => {
+    for (const runner of runners.splice(0)) await runner.stop();
+  });
+
+  it('reads the limit whenever the lane may admit: lowered, nobody enters until enough left; raised, several enter', async () => {
+    const limits = new Map([['a', 3]]);
+    const reads: string[] = [];
+    const t = await startRunner({
+      lane: {
+        of: (record) => record.key!.toString(),
+        limit: (key) => {
+          reads.push(key);
+          return limits.get(key)!;
+        },
+      },
+    });
+    runners.push(t);
+    await t.fake.feed(0, 0, Array<string>(10).fill('a'));
+    await t.settle();
+    expect(t.active('a')).toBe(3);
+    expect(reads.every((key) => key === 'a')).toBe(true);
+
+    limits.set('a', 1);
+    await t.finish('a');
+    expect(t.active('a')).toBe(2);
+    await t.finish('a');
+    expect(t.active('a')).toBe(1);
+    await t.finish('a');
+    expect(t.active('a')).toBe(1); // the third leaving let exactly one in
+    expect(t.started()).toBe(4);
+
+    limits.set('a', 4);
+    await t.finish('a');
+    expect(t.active('a')).toBe(4); // one leaving admits up to the raised limit at once
+    expect(t.started()).toBe(8);
+  });
+
+  it('counts a limit below 1 (or not a number) as 1, so the lane still moves', async () => {
+    let limit = 0;
+    const t = await startRunner({ lane: { of: (record) => record.key!.toString(), limit: () => limit } });
+    runners.push(t);
+    await t.fake.feed(0, 0, ['a', 'a', 'a']);
+    await t.settle();
+    expect(t.active('a')).toBe(1);
+    limit = Number.NaN;
+    await t.finish('a');
+    expect(t.active('a')).toBe(1);
+    limit = -5;
+    await t.finish('a');
+    expect(t.active('a')).toBe(1);
+    await t.finish('a');
+    expect(t.started()).toBe(3);
+  });
+
+  it('keeps a static number limit as before', async () => {
+    const t = await startRunner({ lane: { of: (record) => record.key!.toString(), limit: 2 } });
+    runners.push(t);
+    await t.fake.feed(0, 0, ['a', 'a', 'a', 'b']);
+    await t.settle();
+    expect([t.active('a'), t.active('b')]).toEqual([2, 1]);
+    await t.finish('a');
+    expect(t.active('a')).toBe(2);
+  });
+
+  it('a lane held at 1 waits without taking global slots: the other lanes use them all', async () => {
+    const t = await startRunner({
+      maxInFlight: 3,
+      lane: { of: (record) => record.key!.toString(), limit: (key) => (key === 'slow' ? 1 : 10) },
+    });
+    runners.push(t);
+    await t.fake.feed(0, 0, ['slow', 'slow', 'slow', 'slow', 'fast', 'fast', 'fast', 'fast', 'fast']);
+    await t.settle();
+    expect([t.active('slow'), t.active('fast')]).toEqual([1, 2]);
+    // The fast lane's records take the freed slots one after the other while the slow one still holds its first.
+    for (let finished = 1; finished <= 5; finished += 1) {
+      await t.finish('fast');
+      expect([t.active('slow'), t.active('fast')]).toEqual([1, Math.min(2, 5 - finished)]);
+    }
+    expect(t.active('slow')).toBe(1);
+  });
+
+  it('commits only the contiguous finished prefix while lanes admit out of offset order', async () => {
+    // Offsets 0..5 alternate between lane a (limit 1: 0, then 2, then 4) and lane b (limit 3: 1, 3, 5 at once).
+    const t = await startRunner({
+      lane: { of: (record) => record.key!.toString(), limit: (key) => (key === 'a' ? 1 : 3) },
+    });
+    runners.push(t);
+    await t.fake.feed(4, 0, ['a', 'b', 'a', 'b', 'a', 'b']);
+    await t.settle();
+    await t.finish('b');
+    await t.finish('b');
+    await t.finish('b');
+    await t.runner.commit();
+    // Offset 0 (lane a) is still being handled: nothing past it (restating it is allowed).
+    expect(t.fake.committed.get(4) ?? 0n).toBe(0n);
+    await t.finish('a'); // offset 0
+    await t.runner.commit();
+    expect(t.fake.committed.get(4)).toBe(2n); // 1 finished, 2 (lane a) is now being handled
+    await t.finish('a'); // offset 2
+    await t.finish('a'); // offset 4
+    await t.runner.commit();
+    expect(t.fake.committed.get(4)).toBe(6n);
+  });
+
+  it('a lane at its limit holds at most half the read-ahead buffer, then holds up only its partition', async () => {
+    const t = await startRunner({
+      maxInFlight: 10,
+      maxBuffered: 8,
+      lane: { of: (record) => record.key!.toString(), limit: (key) => (key === 'slow' ? 1 : 10) },
+    });
+    runners.push(t);
+    let fedSlow = false;
+    const slow = t.fake.feed(0, 0, Array<string>(6).fill('slow')).then(() => (fedSlow = true));
+    await t.settle();
+    expect(fedSlow).toBe(false); // the fifth record waits for room: the lane holds half the buffer (4)
+    await t.fake.feed(1, 0, ['other', 'other']); // another partition is still read and handled
+    await t.settle();
+    expect(t.active('other')).toBe(2);
+    await t.finish('slow');
+    await t.finish('slow');
+    await t.finish('slow');
+    await slow;
+    expect(fedSlow).toBe(true);
+  });
 });
 
 /** A small deterministic PRNG so a failing seed can be replayed. */

@@ -181,8 +181,11 @@ export interface ConsumerOptions {
    */
   maxBuffered?: number;
   maxBufferedBytes?: number;
-  /** Key of the concurrency lane a record belongs to (e.g. subscription id) and that lane's limit. */
-  lane?: { of: (record: ConsumedRecord) => string; limit: number };
+  /**
+   * Key of the concurrency lane a record belongs to (e.g. subscription id) and that lane's limit: a number, or a
+   * function of the key read whenever the lane may admit a record (an adaptive limit). A limit counts as at least 1.
+   */
+  lane?: { of: (record: ConsumedRecord) => string; limit: number | ((key: string) => number) };
   /** Start from the oldest offsets when the group has none committed. */
   fromBeginning?: boolean;
   metrics?: ConsumerMetrics;
@@ -355,7 +358,7 @@ export class ConsumerRunner {
     }
     const size = record.value?.length ?? 0;
     try {
-      if (lane) await this.enterLane(lane);
+      if (lane && laneKey !== undefined) await this.enterLane(laneKey, lane);
       await this.takeSlot();
       try {
         // Stopping: a record not started yet stays unfinished, so it is not committed and the next member takes it.
@@ -436,19 +439,35 @@ export class ConsumerRunner {
     this.options.metrics?.inFlight(this.inFlight);
   }
 
-  private enterLane(lane: Lane): Promise<void> | undefined {
-    if (lane.active < (this.options.lane?.limit ?? Infinity)) {
-      lane.active += 1;
-      return undefined;
-    }
-    return new Promise((resolve) => lane.waiting.push(resolve));
+  /** Queues the record in its lane and lets the lane's head in if the lane is under its limit. */
+  private enterLane(key: string, lane: Lane): Promise<void> {
+    const entered = new Promise<void>((resolve) => lane.waiting.push(resolve));
+    this.admit(key, lane);
+    return entered;
   }
 
   private leaveLane(key: string, lane: Lane): void {
-    const next = lane.waiting.shift();
-    if (next)
-      next(); // the lane's place passes straight to the next waiter
-    else if (--lane.active === 0) this.lanes.delete(key);
+    lane.active -= 1;
+    this.admit(key, lane);
+    if (lane.active === 0 && lane.waiting.length === 0) this.lanes.delete(key);
+  }
+
+  /**
+   * Lets a lane's waiting records in, first come first served, while it is under its limit as read now: a lowered
+   * limit admits nobody until enough have left, a raised one admits several at once. Since the limit is at least 1,
+   * a lane with records waiting always has one active, whose leaving reads the limit again: no lane is forgotten.
+   */
+  private admit(key: string, lane: Lane): void {
+    while (lane.waiting.length > 0 && lane.active < this.laneLimit(key)) {
+      lane.active += 1;
+      lane.waiting.shift()!();
+    }
+  }
+
+  private laneLimit(key: string): number {
+    const limit = this.options.lane?.limit ?? Infinity;
+    const value = typeof limit === 'function' ? limit(key) : limit;
+    return value >= 1 ? value : 1; // NaN, 0 and negative values count as 1
   }
 
   private tracker(topic: string, partition: number): OffsetTracker {

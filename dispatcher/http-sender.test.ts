@@ -252,6 +252,7 @@ describe('createSender against a real receiver', () => {
     const result = await send({ url, headers, body });
     expect(result.statusCode).toBeNull();
     expect(result.errorMessage).toMatch(/ECONNREFUSED/);
+    expect(result.failure).toBe('connection');
   });
 
   it('a receiver that drops the connection is a failed attempt with an error', async () => {
@@ -259,6 +260,48 @@ describe('createSender against a real receiver', () => {
     const result = await send({ url: server.url, headers, body });
     expect(result.statusCode).toBeNull();
     expect(result.errorMessage).toBeTruthy();
+    expect(result.failure).toBe('connection');
+  });
+});
+
+describe('what an answer says about the endpoint: Retry-After and kinds of failure', () => {
+  const answering = (status: number, extra: Record<string, string>) =>
+    receiver((_req, res) => {
+      res.writeHead(status, extra);
+      res.end();
+    });
+
+  it.each([
+    [429, { 'retry-after': '1' }, 1_000],
+    [503, { 'retry-after': '120' }, 120_000],
+    [429, { 'retry-after': 'soon' }, undefined], // malformed: ignored
+    [429, {}, undefined],
+    [500, { 'retry-after': '5' }, undefined], // only 429 and 503 are honoured
+    [200, { 'retry-after': '5' }, undefined],
+  ])('HTTP %i with %j: retryAfterMs %s', async (status, extra, expected) => {
+    const server = await track(await answering(status, extra));
+    const result = await send({ url: server.url, headers, body });
+    expect(result.statusCode).toBe(status);
+    expect(result.retryAfterMs).toBe(expected);
+    expect(result.failure).toBeUndefined();
+  });
+
+  it('an HTTP-date Retry-After is the wait until that date', async () => {
+    const at = Date.now() + 30_000;
+    const server = await track(await answering(503, { 'retry-after': new Date(at).toUTCString() }));
+    const result = await send({ url: server.url, headers, body });
+    // An HTTP-date has whole seconds: up to a second earlier than `at`, and a busy machine adds a little.
+    expect(result.retryAfterMs).toBeGreaterThan(27_000);
+    expect(result.retryAfterMs).toBeLessThanOrEqual(30_000);
+  });
+
+  it('no answer in time is a timeout; a refused address is neither timeout nor connection failure', async () => {
+    const silent = await track(await receiver(() => undefined));
+    expect((await send({ url: silent.url, headers, body })).failure).toBe('timeout');
+    const guarded = await track(createGuardedAgent([], TIMEOUT_MS));
+    const refused = await createSender(guarded, [], TIMEOUT_MS)({ url: silent.url, headers, body });
+    expect(refused.errorMessage).toMatch(/^blocked address/);
+    expect(refused.failure).toBeUndefined();
   });
 });
 

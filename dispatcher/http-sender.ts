@@ -2,7 +2,7 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
 import { Agent, request, type Dispatcher } from 'undici';
 import { blockedReason, type Cidr } from '../core/ssrf.ts';
-import type { AttemptResult } from './outcome.ts';
+import { parseRetryAfter, type AttemptResult } from './outcome.ts';
 
 /** An outbound POST; the caller builds headers and body. */
 export interface OutboundRequest {
@@ -86,9 +86,25 @@ export function createSender(
         bodyTimeout: timeoutMs,
       });
       await response.body.dump({ limit: 64 * 1024, signal });
-      return { statusCode: response.statusCode, errorMessage: errorFor(response.statusCode), durationMs: elapsed() };
+      const result: AttemptResult = {
+        statusCode: response.statusCode,
+        errorMessage: errorFor(response.statusCode),
+        durationMs: elapsed(),
+      };
+      if (response.statusCode === 429 || response.statusCode === 503) {
+        const retryAfterMs = parseRetryAfter(response.headers['retry-after'], Date.now());
+        if (retryAfterMs !== undefined) result.retryAfterMs = retryAfterMs;
+      }
+      return result;
     } catch (error) {
-      return { statusCode: null, errorMessage: describe(error, timeoutMs), durationMs: elapsed() };
+      const result: AttemptResult = {
+        statusCode: null,
+        errorMessage: describe(error, timeoutMs),
+        durationMs: elapsed(),
+      };
+      const failure = failureOf(error);
+      if (failure) result.failure = failure;
+      return result;
     } finally {
       release();
     }
@@ -101,11 +117,35 @@ function errorFor(status: number): string | null {
   return `HTTP ${status}`;
 }
 
+type TransportError = { name?: string; code?: string; message?: string; cause?: { code?: string; message?: string } };
+
+const isTimeout = (err: TransportError) =>
+  err.name === 'TimeoutError' || err.code === 'UND_ERR_HEADERS_TIMEOUT' || err.code === 'UND_ERR_BODY_TIMEOUT';
+
+/** Failures that say the endpoint is overloaded or down (not a refused address, a DNS miss or a bad URL). */
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+]);
+
+function failureOf(error: unknown): AttemptResult['failure'] {
+  const err = error as TransportError;
+  if (isTimeout(err)) return 'timeout';
+  const code = err.cause?.code ?? err.code ?? '';
+  if (TIMEOUT_CODES.has(code)) return 'timeout';
+  return CONNECTION_CODES.has(code) ? 'connection' : undefined;
+}
+
 function describe(error: unknown, timeoutMs: number): string {
-  const err = error as { name?: string; code?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (err.name === 'TimeoutError' || err.code === 'UND_ERR_HEADERS_TIMEOUT' || err.code === 'UND_ERR_BODY_TIMEOUT') {
-    return `no answer within ${timeoutMs} ms`;
-  }
+  const err = error as TransportError;
+  if (isTimeout(err)) return `no answer within ${timeoutMs} ms`;
   const cause = err.cause?.message ?? err.message ?? String(error);
   return `${err.cause?.code ?? err.code ?? 'ERROR'}: ${cause}`;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decideFate, failureWindow, nextHop, type AttemptResult } from './outcome.ts';
+import { decideFate, failureWindow, nextHop, parseRetryAfter, retryAfterWait, type AttemptResult } from './outcome.ts';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -149,6 +149,138 @@ describe('decideFate', () => {
         });
       }
     }
+  });
+});
+
+describe('parseRetryAfter', () => {
+  const now = Date.UTC(2025, 0, 10, 12, 0, 0);
+
+  it.each<[string | string[] | undefined, number | undefined]>([
+    ['1', 1_000],
+    ['0', 0],
+    ['120', 120_000],
+    [' 7 ', 7_000],
+    ['007', 7_000],
+    [['3', '9'], 3_000], // a repeated header: the first
+    // An HTTP-date: the wait from now, in each of the three forms RFC 9110 accepts; one in the past is no wait.
+    ['Fri, 10 Jan 2025 12:00:30 GMT', 30_000],
+    ['Friday, 10-Jan-25 12:01:00 GMT', 60_000],
+    ['Fri Jan 10 12:00:05 2025', 5_000],
+    ['Fri Jan  3 12:00:05 2025', 0],
+    ['Thu, 09 Jan 2025 12:00:00 GMT', 0],
+    // Ignored: absent, empty, negative, fractions, units, other date formats (Date.parse would take "2" as 2001).
+    [undefined, undefined],
+    ['', undefined],
+    [[], undefined],
+    ['-1', undefined],
+    ['1.5', undefined],
+    ['2', 2_000],
+    ['10s', undefined],
+    ['2025-01-10T12:00:30Z', undefined],
+    ['Fri, 10 Jan 2025 12:00:30', undefined],
+    ['soon', undefined],
+  ])('%j → %s ms', (value, expected) => {
+    expect(parseRetryAfter(value, now)).toBe(expected);
+  });
+
+  it('keeps an absurd delta finite (callers cap it)', () => {
+    const wait = parseRetryAfter('9'.repeat(400), now);
+    expect(Number.isFinite(wait)).toBe(true);
+    expect(wait).toBeGreaterThan(100 * 365 * DAY);
+  });
+});
+
+describe('decideFate with Retry-After (429 and 503)', () => {
+  const now = queuedAt + 10_000;
+  const asking = (statusCode: number, retryAfterMs: number): AttemptResult => ({
+    statusCode,
+    errorMessage: `HTTP ${statusCode}`,
+    durationMs: 3,
+    retryAfterMs,
+  });
+
+  it.each([
+    // [status, attempt, Retry-After, expected tier]: the schedule's tier when it is not sooner than Retry-After,
+    // else the shortest tier whose delay covers it (due exactly that delay later, so its tier stays in due order).
+    [429, 1, 1_000, 0], // 1 m already waits longer
+    [429, 1, MINUTE, 0], // exactly the tier's delay
+    [429, 1, MINUTE + 1, 1], // a minute and a millisecond: the 2 m tier, not a due time between tiers
+    [503, 1, 3 * MINUTE, 2], // 4 m
+    [429, 3, 5 * MINUTE, 3], // the schedule says 4 m: 8 m covers 5 m
+    [429, 2, 100 * MINUTE, 7], // 128 m
+    [503, 9, 2 * HOUR, 8], // the 4 h tier was due anyway
+    [429, 1, 3 * HOUR, 8], // 4 h
+  ])('HTTP %i after attempt %i, Retry-After %i ms → tier %i', (status, attempt, retryAfterMs, tier) => {
+    const fate = decideFate(asking(status, retryAfterMs), attempt, now, deadline, DELAYS);
+    const scheduled = Math.min(attempt - 1, DELAYS.length - 1);
+    expect(fate).toEqual({
+      kind: 'retry',
+      tier,
+      dueAt: now + DELAYS[tier]!,
+      ...(tier === scheduled ? {} : { retryAfter: true }),
+    });
+    if (fate.kind === 'retry') expect(fate.dueAt - now).toBeGreaterThanOrEqual(Math.min(retryAfterMs, 4 * HOUR));
+  });
+
+  it('caps an absurd Retry-After at the longest delay: a day, or a century, waits 4 h', () => {
+    for (const retryAfterMs of [DAY, 100 * 365 * DAY, Number.MAX_SAFE_INTEGER]) {
+      expect(decideFate(asking(429, retryAfterMs), 1, now, deadline, DELAYS)).toEqual({
+        kind: 'retry',
+        tier: 8,
+        dueAt: now + 4 * HOUR,
+        retryAfter: true,
+      });
+      expect(retryAfterWait(asking(429, retryAfterMs), DELAYS)).toBe(4 * HOUR);
+    }
+  });
+
+  it('ignores Retry-After on other answers (a 500 or a 302 waits as scheduled)', () => {
+    for (const status of [500, 502, 302, 404]) {
+      expect(decideFate(asking(status, HOUR), 1, now, deadline, DELAYS)).toEqual({
+        kind: 'retry',
+        tier: 0,
+        dueAt: now + MINUTE,
+      });
+      expect(retryAfterWait(asking(status, HOUR), DELAYS)).toBeUndefined();
+    }
+  });
+
+  it('a Retry-After landing at or past the deadline: no attempt, the delivery hops to its deadline as any other', () => {
+    const late = deadline - 2 * HOUR;
+    const fate = decideFate(asking(429, 3 * HOUR), 2, late, deadline, DELAYS);
+    expect(fate).toEqual(nextHop(late, deadline, DELAYS));
+    expect(fate.kind).toBe('expire');
+    // And the hops still end in abandonment at the deadline.
+    let now2 = late;
+    let hop = fate;
+    while (hop.kind === 'expire') {
+      now2 = hop.dueAt;
+      hop = nextHop(now2, deadline, DELAYS);
+    }
+    expect(hop).toEqual({ kind: 'abandoned', reason: 'delivery lifetime exceeded' });
+    expect(now2 - deadline).toBeLessThan(MINUTE);
+  });
+
+  it('on a short schedule (tests: 500ms,1s,2s) a Retry-After of 1 s skips the 500 ms tier', () => {
+    const short = [500, 1_000, 2_000];
+    expect(decideFate(asking(429, 1_000), 1, now, deadline, short)).toEqual({
+      kind: 'retry',
+      tier: 1,
+      dueAt: now + 1_000,
+      retryAfter: true,
+    });
+    expect(decideFate(asking(429, 1_000), 2, now, deadline, short)).toEqual({
+      kind: 'retry',
+      tier: 1,
+      dueAt: now + 1_000,
+    });
+    expect(decideFate(asking(429, 0), 1, now, deadline, short)).toEqual({ kind: 'retry', tier: 0, dueAt: now + 500 });
+  });
+
+  it('an unsorted schedule still takes the shortest tier that covers the wait', () => {
+    const unsorted = [4_000, 1_000, 8_000, 2_000];
+    expect(decideFate(asking(503, 1_500), 2, now, deadline, unsorted)).toMatchObject({ tier: 3, dueAt: now + 2_000 });
+    expect(decideFate(asking(503, 5_000), 2, now, deadline, unsorted)).toMatchObject({ tier: 2, dueAt: now + 8_000 });
   });
 });
 

@@ -3,11 +3,16 @@ export interface AttemptResult {
   statusCode: number | null;
   errorMessage: string | null;
   durationMs: number;
+  /** Why no answer came, when it says the endpoint is overloaded or down: no answer in time, or no connection. */
+  failure?: 'timeout' | 'connection';
+  /** What a 429 or 503 answer's Retry-After asked to wait, in ms from its arrival. */
+  retryAfterMs?: number;
 }
 
 export type Fate =
   | { kind: 'acknowledged' }
-  | { kind: 'retry'; tier: number; dueAt: number }
+  /** `retryAfter`: the answer's Retry-After, not the schedule, chose the tier (a later one than the schedule's). */
+  | { kind: 'retry'; tier: number; dueAt: number; retryAfter?: true }
   /** No attempt fits before the deadline: the record hops through a tier toward it, to be abandoned there. */
   | { kind: 'expire'; tier: number; dueAt: number }
   | { kind: 'abandoned'; reason: string };
@@ -20,6 +25,11 @@ export const LIFETIME_EXCEEDED = 'delivery lifetime exceeded';
  * A tier keeps its records in arrival order and pauses on its head, so a record is always due exactly its tier's delay
  * after it is written, never clipped to the deadline (a clipped record sat behind later-due ones, up to 4 h late).
  * A retry that would come at or after the deadline is not made: the record hops toward the deadline instead.
+ *
+ * A 429 or 503 with Retry-After is retried no earlier than it asks: when the schedule's tier comes sooner, the retry
+ * goes to the shortest tier whose delay covers the wait (never a due time between tiers, which would hold up the
+ * tier's later records behind it). The wait is capped at the longest tier's delay (retryAfterCap); past the deadline,
+ * the delivery is abandoned at the deadline as any other.
  */
 export function decideFate(
   result: AttemptResult,
@@ -31,11 +41,57 @@ export function decideFate(
   if (result.statusCode !== null && result.statusCode >= 200 && result.statusCode < 300)
     return { kind: 'acknowledged' };
   if (now >= deadline) return { kind: 'abandoned', reason: LIFETIME_EXCEEDED };
-  const tier = Math.min(attempt - 1, retryDelaysMs.length - 1);
+  const scheduled = Math.min(attempt - 1, retryDelaysMs.length - 1);
+  const wait = retryAfterWait(result, retryDelaysMs);
+  let tier = scheduled;
+  if (wait !== undefined && wait > retryDelaysMs[scheduled]!) {
+    tier = retryDelaysMs.reduce(
+      (best, delay, index) => (delay >= wait && delay < retryDelaysMs[best]! ? index : best),
+      retryDelaysMs.indexOf(Math.max(...retryDelaysMs)),
+    );
+  }
   const dueAt = now + retryDelaysMs[tier]!;
-  if (dueAt < deadline) return { kind: 'retry', tier, dueAt };
-  return nextHop(now, deadline, retryDelaysMs);
+  if (dueAt >= deadline) return nextHop(now, deadline, retryDelaysMs);
+  return tier === scheduled ? { kind: 'retry', tier, dueAt } : { kind: 'retry', tier, dueAt, retryAfter: true };
 }
+
+/** Answers whose Retry-After is honoured (RFC 9110 §10.2.3 gives it to 503 and 3xx, RFC 6585 to 429). */
+const RETRY_AFTER_STATUSES: ReadonlySet<number> = new Set([429, 503]);
+
+/** The longest wait a Retry-After may impose: the longest retry delay (an absurd value cannot park a delivery). */
+export function retryAfterCap(retryDelaysMs: readonly number[]): number {
+  return Math.max(...retryDelaysMs);
+}
+
+/** The wait an attempt's Retry-After imposes, capped; undefined when it has none or its status does not honour it. */
+export function retryAfterWait(result: AttemptResult, retryDelaysMs: readonly number[]): number | undefined {
+  if (result.retryAfterMs === undefined || result.statusCode === null) return undefined;
+  if (!RETRY_AFTER_STATUSES.has(result.statusCode)) return undefined;
+  return Math.min(Math.max(0, result.retryAfterMs), retryAfterCap(retryDelaysMs));
+}
+
+/**
+ * What a Retry-After header value asks to wait, in ms from `now`: delta-seconds, or an HTTP-date (IMF-fixdate, or the
+ * obsolete RFC 850 and asctime forms) of which a past one means 0. Anything else (absent, empty, negative, a fraction,
+ * another date format) is undefined: the header is then ignored. Huge values stay finite; callers cap them.
+ */
+export function parseRetryAfter(value: string | readonly string[] | undefined, now: number): number | undefined {
+  const text = (typeof value === 'string' ? value : value?.[0])?.trim();
+  if (!text) return undefined;
+  if (/^\d+$/.test(text)) return Math.min(Number(text) * 1000, Number.MAX_SAFE_INTEGER);
+  const at = HTTP_DATES.some((form) => form.test(text))
+    ? Date.parse(text)
+    : ASCTIME.test(text)
+      ? Date.parse(`${text} GMT`) // asctime carries no zone: HTTP dates are always UTC
+      : Number.NaN;
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+const HTTP_DATES = [
+  /^[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT$/, // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
+  /^[A-Za-z]{6,9}, \d{2}-[A-Za-z]{3}-\d{2} \d{2}:\d{2}:\d{2} GMT$/, // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
+];
+const ASCTIME = /^[A-Za-z]{3} [A-Za-z]{3} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/; // Sun Nov  6 08:49:37 1994
 
 /**
  * Where a delivery with no attempt left waits for its deadline: the tier with the longest delay that lands at or
