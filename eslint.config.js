@@ -6,6 +6,29 @@ export default tseslint.config(
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
+    // The operator console: plain ES modules run by the browser.
+    files: ['console/**/*.js'],
+    languageOptions: {
+      sourceType: 'module',
+      globals: Object.fromEntries(
+        [
+          'window',
+          'document',
+          'navigator',
+          'fetch',
+          'atob',
+          'URL',
+          'URLSearchParams',
+          'AbortController',
+          'DOMException',
+          'HTMLElement',
+          'Node',
+          'Intl',
+        ].map((name) => [name, 'readonly']),
+      ),
+    },
+  },
+  {
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       'no-restricted-syntax': [
