@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
@@ -68,6 +68,16 @@ describe('operator console routes', () => {
     expect(script.body).toBe('export const y = 2;');
     const css = await app.inject({ method: 'GET', url: '/console/style.css' });
     expect(css.headers['content-type']).toBe('text/css; charset=utf-8');
+  });
+
+  it('serves a file as it is now (edited without a restart), and 404 once removed', async () => {
+    const before = await app.inject({ method: 'GET', url: '/console/app.js' });
+    writeFileSync(path.join(root, 'app.js'), 'export const x = 2;');
+    const after = await app.inject({ method: 'GET', url: '/console/app.js' });
+    expect(after.body).toBe('export const x = 2;');
+    expect(after.headers.etag).not.toBe(before.headers.etag);
+    rmSync(path.join(root, 'app.js'));
+    expect((await app.inject({ method: 'GET', url: '/console/app.js' })).statusCode).toBe(404);
   });
 
   it('serves nothing outside its folder, no dotfile, no unknown kind of file and no symbolic link', async () => {

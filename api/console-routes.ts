@@ -49,9 +49,8 @@ export const CONSOLE_CSP = [
 const TOKEN_TIMEOUT_MS = 10_000;
 
 interface StaticFile {
-  body: Buffer;
+  full: string;
   type: string;
-  etag: string;
 }
 
 /**
@@ -59,27 +58,27 @@ interface StaticFile {
  * identity provider's token endpoint. Hidden from the OpenAPI documents; the console itself only calls the public APIs.
  */
 export const consoleRoutes: FastifyPluginAsync<ConsoleOptions> = async (app, options) => {
-  // Every servable file is known here, by its path relative to the root: a request names a key of this map or gets
-  // 404, so no request path (`..`, encoded or not, symlinks) can reach a file outside the folder.
-  const files = await loadFiles(options.root);
+  // Every servable file is listed here at start, by its path relative to the root: a request names a key of this map
+  // or gets 404, so no request path (`..`, encoded or not, symlinks) can reach a file outside the folder. Contents are
+  // read per request (small files, in the OS cache), so an edited file is served as edited without a restart.
+  const files = await listFiles(options.root);
   const hidden = { schema: { hide: true } };
-
-  const send = (reply: FastifyReply, file: StaticFile, ifNoneMatch: string | undefined) => {
-    secure(reply)
-      // No fingerprints in the file names, so every use revalidates (a cheap 304): a new version is never stale.
-      .header('cache-control', 'no-cache')
-      .header('etag', file.etag);
-    if (ifNoneMatch?.split(',').some((tag) => tag.trim() === file.etag)) return reply.code(304).send();
-    return reply.type(file.type).send(file.body);
-  };
 
   app.get('/console', hidden, async (_request, reply) => secure(reply).redirect('/console/', 308));
   app.get<{ Params: { '*': string } }>('/console/*', hidden, async (req, reply) => {
     const file = files.get(req.params['*'] === '' ? 'index.html' : req.params['*']);
-    if (!file) {
+    const body = file ? await readFile(file.full).catch(() => undefined) : undefined;
+    if (!file || !body) {
       return sendProblem(secure(reply), { status: 404, title: 'Not found', detail: `no console file ${req.url}` });
     }
-    return send(reply, file, req.headers['if-none-match']);
+    const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
+    secure(reply)
+      // No fingerprints in the file names, so every use revalidates (a cheap 304): a new version is never stale.
+      .header('cache-control', 'no-cache')
+      .header('etag', etag);
+    const ifNoneMatch = req.headers['if-none-match'];
+    if (ifNoneMatch?.split(',').some((tag) => tag.trim() === etag)) return reply.code(304).send();
+    return reply.type(file.type).send(body);
   });
 
   app.post<{ Body: { clientId: string; clientSecret: string } }>(
@@ -164,7 +163,7 @@ async function askToken(options: ConsoleOptions, clientId: string, clientSecret:
 }
 
 /** Every file with a served extension under `root`, by its slash-separated relative path; dot-names are skipped. */
-async function loadFiles(root: string): Promise<Map<string, StaticFile>> {
+async function listFiles(root: string): Promise<Map<string, StaticFile>> {
   const files = new Map<string, StaticFile>();
   for (const entry of await readdir(root, { recursive: true, withFileTypes: true })) {
     // Dirent.isFile() is false for a symbolic link: a link never makes a file outside the root servable.
@@ -173,9 +172,7 @@ async function loadFiles(root: string): Promise<Map<string, StaticFile>> {
     const full = path.join(entry.parentPath, entry.name);
     const relative = path.relative(root, full).split(path.sep);
     if (relative.some((segment) => segment.startsWith('.'))) continue;
-    const body = await readFile(full);
-    const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
-    files.set(relative.join('/'), { body, type, etag });
+    files.set(relative.join('/'), { full, type });
   }
   return files;
 }
