@@ -67,6 +67,29 @@ describe('loadConfig defaults (DESIGN §4, §5, §9)', () => {
     expect(loadConfig({ ROUTER_MAX_IN_FLIGHT: '250' }).router.maxInFlight).toBe(250);
   });
 
+  it('bulk replay pacing and leases, with their bounds', () => {
+    expect(config.replay).toEqual({ ratePerJob: 200, ratePerProcess: 500, maxJobs: 4, leaseMs: 30_000, pollMs: 2_000 });
+    const tuned = loadConfig({
+      REPLAY_RATE: '5',
+      REPLAY_PROCESS_RATE: '50',
+      REPLAY_MAX_JOBS: '2',
+      REPLAY_LEASE: '3s',
+      REPLAY_POLL_INTERVAL: '200ms',
+    });
+    expect(tuned.replay).toEqual({ ratePerJob: 5, ratePerProcess: 50, maxJobs: 2, leaseMs: 3_000, pollMs: 200 });
+    for (const [variable, value] of [
+      ['REPLAY_RATE', '0'],
+      ['REPLAY_PROCESS_RATE', 'fast'],
+      ['REPLAY_MAX_JOBS', '0'],
+      ['REPLAY_LEASE', '500ms'],
+      ['REPLAY_POLL_INTERVAL', '1ms'],
+    ] as const) {
+      const error = thrownBy(() => loadConfig({ [variable]: value }));
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).variable).toBe(variable);
+    }
+  });
+
   it('treats empty and blank variables as unset', () => {
     const blank = loadConfig({ WEBHOOK_ATTEMPT_TIMEOUT: '', WEBHOOK_RETRY_DELAYS: '   ', KAFKA_PARTITIONS: ' ' });
     expect(blank.webhook.attemptTimeoutMs).toBe(30_000);

@@ -72,6 +72,19 @@ export interface Config {
     /** Connections the dispatcher keeps open to one receiver origin at most. */
     readonly connectionsPerOrigin: number;
   };
+  /** Bulk replay jobs, run by the routers (router/replay-runner.ts). */
+  readonly replay: {
+    /** Replays one job queues per second at most (REPLAY_RATE). */
+    readonly ratePerJob: number;
+    /** Replays one router queues per second at most, all its jobs together (REPLAY_PROCESS_RATE). */
+    readonly ratePerProcess: number;
+    /** Jobs one router runs at once (REPLAY_MAX_JOBS); others wait for a slot here or in another router. */
+    readonly maxJobs: number;
+    /** How long a router holds a job it stopped renewing (crashed) before another may take it (REPLAY_LEASE). */
+    readonly leaseMs: number;
+    /** How often a router looks for jobs to run (REPLAY_POLL_INTERVAL). */
+    readonly pollMs: number;
+  };
   readonly metricsPort: number;
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
 }
@@ -136,6 +149,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxInFlightPerSubscription: read.integer('DISPATCHER_MAX_IN_FLIGHT_PER_SUBSCRIPTION', 20, 1, 10_000),
       connectionsPerOrigin: read.integer('DISPATCHER_CONNECTIONS_PER_ORIGIN', 128, 1, 100_000),
     },
+    replay: readReplay(read),
     metricsPort: read.integer('METRICS_PORT', 0, 0, 65535),
     logLevel: read.oneOf('LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
   };
@@ -172,6 +186,21 @@ function readReplication(read: ReturnType<typeof reader>) {
     );
   }
   return { replicationFactor, minInsyncReplicas };
+}
+
+/** Bulk replay pacing and leases. A lease must outlive a few polls and renewals (a third of it) to be worth taking. */
+function readReplay(read: ReturnType<typeof reader>): Config['replay'] {
+  const leaseMs = read.duration('REPLAY_LEASE', '30s');
+  if (leaseMs < 1_000) throw new ConfigError('REPLAY_LEASE', 'must be at least 1s');
+  const pollMs = read.duration('REPLAY_POLL_INTERVAL', '2s');
+  if (pollMs < 10) throw new ConfigError('REPLAY_POLL_INTERVAL', 'must be at least 10ms');
+  return {
+    ratePerJob: read.integer('REPLAY_RATE', 200, 1, 100_000),
+    ratePerProcess: read.integer('REPLAY_PROCESS_RATE', 500, 1, 1_000_000),
+    maxJobs: read.integer('REPLAY_MAX_JOBS', 4, 1, 1_000),
+    leaseMs,
+    pollMs,
+  };
 }
 
 function readSecrets(env: Env): Config['secrets'] {

@@ -12,6 +12,9 @@ import { topicNames } from '../core/topics.ts';
 import { requireSecrets } from '../core/config.ts';
 import { routeEvent } from './event-router.ts';
 import type { StoredEvent } from '../core/deliveries/delivery.ts';
+import { newId } from '../core/ids.ts';
+import { ReplayJobStore } from '../core/replay-jobs/replay-job-store.ts';
+import { ReplayRunner } from './replay-runner.ts';
 
 interface IntegrationEvent extends Omit<StoredEvent, 'payload'> {
   payload: Buffer;
@@ -83,7 +86,31 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
   );
   await consumer.start();
   logger.info({ topics: config.kafka.sourceTopics }, 'router started');
+  // Bulk replay jobs run beside the routing, on the same store and publisher (router/replay-runner.ts).
+  const replays = new ReplayRunner({
+    jobs: new ReplayJobStore(platform.db, config.webhook.historyRetentionMs),
+    history: store,
+    sources: {
+      getEvent: (tenantId, eventId) => store.getEvent(tenantId, eventId),
+      subscriptionExists: async (tenantId, id) => (await subscriptions.get(tenantId, id)) !== undefined,
+    },
+    publish: async (records) =>
+      publisher.publish(
+        await Promise.all(
+          records.map((record) => deliveryMessage(topics.deliveries, record, (value) => deliveryCodec.encode(value))),
+        ),
+      ),
+    store: (delivery) => store.insertDelivery(delivery),
+    owner: `router-${newId()}`,
+    settings: { ...config.replay, historyRetentionMs: config.webhook.historyRetentionMs },
+    logger,
+    metrics: metrics.replay,
+  });
+  const stopReplays = new AbortController();
+  const replaying = replays.run(stopReplays.signal);
   return async () => {
+    stopReplays.abort();
+    await replaying;
     await consumer.stop();
     await publisher.close();
     metricsServer?.close();

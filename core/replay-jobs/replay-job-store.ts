@@ -102,10 +102,14 @@ export class ReplayJobStore {
   }
 
   /**
-   * Cancels a running job. Answers 'cancelled', or the status of a job that had already ended, or undefined when there
-   * is no such job.
+   * Cancels a running job. Answers whether this call cancelled it and the job's status now (that of a job that had
+   * already ended), or undefined when there is no such job.
    */
-  async cancel(tenantId: string, id: string, now: number): Promise<'cancelled' | ReplayJobStatus | undefined> {
+  async cancel(
+    tenantId: string,
+    id: string,
+    now: number,
+  ): Promise<{ cancelled: boolean; status: ReplayJobStatus } | undefined> {
     const result = await this.db.execute(
       `UPDATE replay_jobs USING TTL ${this.ttl} SET status = 'cancelled', finished_at = ?, updated_at = ?
         WHERE tenant_id = ? AND id = ? IF status = 'running'`,
@@ -114,10 +118,10 @@ export class ReplayJobStore {
     );
     if (result.wasApplied()) {
       await this.removeActive(tenantId, id);
-      return 'cancelled';
+      return { cancelled: true, status: 'cancelled' };
     }
     const status = result.first()?.status as ReplayJobStatus | null | undefined;
-    return status ?? undefined;
+    return status ? { cancelled: false, status } : undefined;
   }
 
   /** Every job the runners should look at. */
@@ -147,8 +151,8 @@ export class ReplayJobStore {
   }
 
   /**
-   * Takes the lease of a running job whose lease was observed as `observed` (free or expired: the caller checked):
-   * answers the new lease, or undefined when another runner took it first or the job is no longer running.
+   * Takes the lease of a running job as read in `job` (its lease free or expired: the caller checked): answers the new
+   * lease, or undefined when another runner took it since that read, or the job is no longer running.
    */
   async takeLease(job: ReplayJob, owner: string, expiresAt: number): Promise<LeaseRef | undefined> {
     const version = job.lease.version + 1;
@@ -248,9 +252,10 @@ export class ReplayJobStore {
       { prepare: true },
     );
     if (result.wasApplied()) return undefined;
+    // A refused transaction answers the columns of its condition as they are: none when the row does not exist.
     const row = result.first();
-    const status = row?.status as string | null | undefined;
-    if (status === undefined || status === null) return 'the job is gone';
+    const status = (row?.status as string | null | undefined) ?? null;
+    if (status === null && (row?.lease_version ?? null) === null) return 'the job is gone';
     if (running && status !== 'running') return `the job is ${status}`;
     return 'its lease was taken over';
   }
