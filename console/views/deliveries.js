@@ -27,7 +27,9 @@ export async function renderDeliveries(view, { params, signal }) {
   const [subscriptions, types] = await Promise.all([allSubscriptions(signal), eventTypes(signal)]);
   const labels = new Map(subscriptions.items.map((subscription) => [subscription.id, subscriptionLabel(subscription)]));
 
-  const state = { rows: new Map(), cursor: null, hidden: 0 };
+  // `generation` changes with the filters: an answer to a request made under older filters is dropped, so a refresh
+  // or a page in flight when the filters change never brings rows that do not match them.
+  const state = { rows: new Map(), cursor: null, generation: 0 };
   const inRange = (delivery) => {
     const queued = new Date(delivery.queuedAt).getTime();
     const from = filters.from ? new Date(filters.from).getTime() : -Infinity;
@@ -56,8 +58,10 @@ export async function renderDeliveries(view, { params, signal }) {
     let count = 0;
     // A sparse history answers empty pages with a cursor (each request reads a bounded stretch of it): go on a few
     // times rather than leave the operator pressing "Load more" on nothing.
+    const generation = state.generation;
     for (let requests = 0; requests < EMPTY_PAGES_FOLLOWED; requests += 1) {
       const page = await api('GET', `/Deliveries${apiQuery(state.cursor)}`, undefined, { signal });
+      if (generation !== state.generation) return 0;
       for (const delivery of page.items) if (!state.rows.has(delivery.id)) place(delivery, 'bottom');
       state.cursor = page.nextCursor;
       count += page.items.length;
@@ -69,6 +73,7 @@ export async function renderDeliveries(view, { params, signal }) {
     return count;
   };
   const reload = async () => {
+    state.generation += 1;
     state.rows.clear();
     state.cursor = null;
     replace(body);
@@ -81,7 +86,9 @@ export async function renderDeliveries(view, { params, signal }) {
   const live = liveControl((on) => announce(on ? 'Live refresh resumed' : 'Live refresh paused'));
   poll(async () => {
     try {
+      const generation = state.generation;
       const page = await api('GET', `/Deliveries${apiQuery(null)}`, undefined, { signal });
+      if (generation !== state.generation) return;
       let added = 0;
       let changed = 0;
       for (const delivery of [...page.items].reverse()) {

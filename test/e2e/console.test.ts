@@ -25,6 +25,11 @@ import {
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = path.join(repoRoot, '.local', 'screenshots');
 const WEBHOOKS = '/CoreWebhook/REST/Webhooks';
+/**
+ * How long a check of the page polls: the console refreshes every 3 s, so a change may take the pipeline's work plus
+ * one refresh period (vitest's default, 1 s, is shorter than one period).
+ */
+const UI = { timeout: 10_000, interval: 100 };
 
 /** Debian's Chromium; installed here when missing (as root), since playwright-core never downloads a browser. */
 function ensureChromium(): void {
@@ -212,14 +217,14 @@ describe('operator console in a browser', () => {
 
   it('signs in with the client id and secret, showing a refusal as the problem says, keeping nothing stored', async () => {
     await page.goto(`${base}/console`);
-    await expect.poll(() => page.title()).toBe('Sign in · Core Webhooks console');
+    await expect.poll(() => page.title(), UI).toBe('Sign in · Core Webhooks console');
     expect(await unlabelled()).toEqual([]);
     await shot('sign-in');
     await page.getByLabel('Client ID').fill(client.clientId);
     await page.getByLabel('Client secret').fill('not-the-secret');
     await page.getByRole('button', { name: 'Sign in' }).click();
     const refusal = page.getByRole('alert');
-    await expect.poll(() => refusal.innerText()).toMatch(/Sign-in refused \(401\)\s+Unauthorized: wrong client_id/);
+    await expect.poll(() => refusal.innerText(), UI).toMatch(/Sign-in refused \(401\)\s+Unauthorized: wrong client_id/);
     expect(await page.getByLabel('Client secret').inputValue()).toBe('');
 
     await page.getByLabel('Client secret').fill(client.clientSecret);
@@ -251,16 +256,16 @@ describe('operator console in a browser', () => {
       expect(await unlabelled()).toEqual([]);
     }
     await page.getByLabel('OAuth2', { exact: true }).check();
-    await expect.poll(() => page.getByLabel('Token URL').isVisible()).toBe(true);
+    await expect.poll(() => page.getByLabel('Token URL').isVisible(), UI).toBe(true);
     await page.getByLabel('Hmac', { exact: true }).check();
-    await expect.poll(() => page.getByLabel('Token URL').isVisible()).toBe(false);
+    await expect.poll(() => page.getByLabel('Token URL').isVisible(), UI).toBe(false);
 
     // A private address the operator does not allow: the API's field error lands on the URL input.
     await page.getByLabel('Endpoint URL').fill('http://10.1.2.3/hooks');
     await page.getByLabel('purchaseOrder.*', { exact: true }).check();
     await page.getByRole('button', { name: 'Create subscription' }).click();
     const problem = page.getByRole('alert');
-    await expect.poll(() => problem.innerText()).toMatch(/Invalid request \(400\)[\s\S]*url: /);
+    await expect.poll(() => problem.innerText(), UI).toMatch(/Invalid request \(400\)[\s\S]*url: /);
     expect(await page.getByLabel('Endpoint URL').getAttribute('aria-invalid')).toBe('true');
     expect(await page.locator('#f-url-error').innerText()).not.toBe('');
     await shot('form-error');
@@ -272,7 +277,7 @@ describe('operator console in a browser', () => {
     secret = await page.getByLabel('Secret', { exact: true }).inputValue();
     expect(Buffer.from(secret, 'base64')).toHaveLength(32);
     await page.getByRole('button', { name: 'Copy secret' }).click();
-    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(secret);
+    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText()), UI).toBe(secret);
     await shot('secret-once');
     await page.getByRole('button', { name: 'I have saved the secret' }).click();
     await page.getByRole('heading', { level: 1, name: 'Subscriptions' }).waitFor();
@@ -316,7 +321,7 @@ describe('operator console in a browser', () => {
     await dialog.getByRole('button', { name: 'Send test event' }).click();
     await dialog.waitFor({ state: 'detached' });
     const notice = page.locator('.notice.success');
-    await expect.poll(() => notice.innerText()).toMatch(/Test event purchaseOrder\.cancelled sent/);
+    await expect.poll(() => notice.innerText(), UI).toMatch(/Test event purchaseOrder\.cancelled sent/);
     const request = await waitFor(
       () => receiver.received.find((entry) => entry.headers['x-webhook-test'] === 'true'),
       'the test delivery at the receiver',
@@ -333,7 +338,7 @@ describe('operator console in a browser', () => {
     expect(await testRow.locator('td[data-label="Event type"]').innerText()).toMatch(
       /^purchaseOrder\.cancelled\b[\s\S]*\btest$/,
     );
-    await expect.poll(() => testRow.locator('td[data-label="Status"]').innerText()).toBe('acknowledged');
+    await expect.poll(() => testRow.locator('td[data-label="Status"]').innerText(), UI).toBe('acknowledged');
     expect(await unlabelled()).toEqual([]);
   });
 
@@ -344,7 +349,7 @@ describe('operator console in a browser', () => {
     // No reload: live refresh brings it into the list that is on screen.
     const arrived = row(deliveryId);
     await arrived.waitFor();
-    await expect.poll(() => arrived.locator('td[data-label="Status"]').innerText()).toBe('acknowledged');
+    await expect.poll(() => arrived.locator('td[data-label="Status"]').innerText(), UI).toBe('acknowledged');
     expect(await arrived.locator('td[data-label="Last answer"]').innerText()).toBe('204');
     await shot('deliveries');
 
@@ -372,7 +377,7 @@ describe('operator console in a browser', () => {
     const deliveryId = String(first.headers['x-webhook-delivery-id']);
     await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Deliveries' }).click();
     await row(deliveryId).waitFor();
-    await expect.poll(() => row(deliveryId).locator('td[data-label="Status"]').innerText()).toBe('retrying');
+    await expect.poll(() => row(deliveryId).locator('td[data-label="Status"]').innerText(), UI).toBe('retrying');
     await row(deliveryId).getByRole('link').click();
     await page.locator('ol.timeline li[data-attempt="1"]').waitFor();
     expect(await page.locator('ol.timeline li[data-attempt="1"]').innerText()).toMatch(/500/);
@@ -387,7 +392,7 @@ describe('operator console in a browser', () => {
     await shot('retrying');
 
     await page.getByRole('button', { name: 'Replay' }).click();
-    await expect.poll(() => page.getByRole('alert').innerText()).toMatch(/Conflict \(409\)\s+.*still retrying/);
+    await expect.poll(() => page.getByRole('alert').innerText(), UI).toMatch(/Conflict \(409\)\s+.*still retrying/);
 
     failing = false;
     await page.getByRole('heading', { level: 1, name: /acknowledged/ }).waitFor();
@@ -417,7 +422,7 @@ describe('operator console in a browser', () => {
     await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Subscriptions' }).click();
     const toggle = row(subscriptionId).locator('[data-action="status"]');
     await toggle.click();
-    await expect.poll(() => row(subscriptionId).locator('td[data-label="Status"]').innerText()).toBe('disabled');
+    await expect.poll(() => row(subscriptionId).locator('td[data-label="Status"]').innerText(), UI).toBe('disabled');
     // Focus stays on the control, now "Enable".
     expect((await focused()).text).toMatch(/^Enable/);
     expect((await call('GET', `${WEBHOOKS}/Subscriptions/${subscriptionId}`)).json()).toMatchObject({
@@ -429,7 +434,7 @@ describe('operator console in a browser', () => {
     }, 'the pending delivery abandoned after the disable');
     failing = false;
     await toggle.click();
-    await expect.poll(() => row(subscriptionId).locator('td[data-label="Status"]').innerText()).toBe('enabled');
+    await expect.poll(() => row(subscriptionId).locator('td[data-label="Status"]').innerText(), UI).toBe('enabled');
     expect((await call('GET', `${WEBHOOKS}/Subscriptions/${subscriptionId}`)).json()).toMatchObject({
       status: 'enabled',
       failureDays: expect.any(Number),
@@ -533,7 +538,7 @@ describe('operator console in a browser', () => {
     expect(await focused()).toEqual({ tag: 'A', text: 'Deliveries' });
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { level: 1, name: 'Deliveries' }).waitFor();
-    await expect.poll(focused).toEqual({ tag: 'H1', text: 'Deliveries' });
+    await expect.poll(focused, UI).toEqual({ tag: 'H1', text: 'Deliveries' });
     // The filters render once the subscriptions and the catalogue are read; Tab from the heading then reaches them.
     await page.getByRole('search', { name: 'Filter deliveries' }).waitFor();
     await page.keyboard.press('Tab');
@@ -541,13 +546,29 @@ describe('operator console in a browser', () => {
     // A filter applied by keyboard: the status select, then Enter on "Apply filters".
     await page.getByLabel('Status').selectOption('abandoned');
     await page.getByRole('button', { name: 'Apply filters' }).press('Enter');
-    await expect.poll(() => page.locator('tbody tr').count()).toBe(1);
+    await expect.poll(() => page.locator('tbody tr').count(), UI).toBe(1);
     expect(await page.locator('tbody tr td[data-label="Status"]').innerText()).toBe('abandoned');
     expect(page.url()).toContain('status=abandoned');
 
+    // The time range filters the loaded pages in the browser, and the page says so.
+    await page.getByRole('button', { name: 'Clear filters' }).click();
+    await expect.poll(() => page.locator('tbody tr').count(), UI).toBeGreaterThan(1);
+    expect(await page.getByText('The API has no time filter').count()).toBe(1);
+    await page.getByLabel('Queued from').fill('2999-01-01T00:00');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await expect
+      .poll(() => page.locator('.summary').innerText(), UI)
+      .toMatch(/^0 deliveries shown of [1-9]\d* loaded \(time range applied to the loaded pages\)/);
+    expect(await page.locator('tbody tr:visible').count()).toBe(0);
+    // Live refresh pauses and resumes, and says so.
+    await page.getByLabel(/^Live refresh/).uncheck();
+    await expect.poll(() => page.locator('#status').innerText(), UI).toBe('Live refresh paused');
+    await page.getByLabel(/^Live refresh/).check();
+    await expect.poll(() => page.locator('#status').innerText(), UI).toBe('Live refresh resumed');
+
     await page.setViewportSize({ width: 390, height: 844 });
     await page.getByRole('button', { name: 'Clear filters' }).click();
-    await expect.poll(() => page.locator('tbody tr').count()).toBeGreaterThan(1);
+    await expect.poll(() => page.locator('tbody tr').count(), UI).toBeGreaterThan(1);
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
     await shot('phone-deliveries');
     await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Subscriptions' }).click();
