@@ -219,6 +219,9 @@ describe('operator console in a browser', () => {
     await page.goto(`${base}/console`);
     await expect.poll(() => page.title(), UI).toBe('Sign in · Core Webhooks console');
     expect(await unlabelled()).toEqual([]);
+    // Signed out: no navigation and no "Sign out".
+    expect(await page.getByRole('button', { name: 'Sign out' }).isVisible()).toBe(false);
+    expect(await page.getByRole('navigation', { name: 'Console' }).isVisible()).toBe(false);
     await shot('sign-in');
     await page.getByLabel('Client ID').fill(client.clientId);
     await page.getByLabel('Client secret').fill('not-the-secret');
@@ -580,6 +583,7 @@ describe('operator console in a browser', () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
     expect(await page.getByRole('navigation', { name: 'Console' }).isVisible()).toBe(false);
+    expect(await page.getByRole('button', { name: 'Sign out' }).isVisible()).toBe(false);
     expect(pageErrors).toEqual([]);
   });
 });
