@@ -61,6 +61,7 @@ describe('loadConfig defaults (DESIGN §4, §5, §9)', () => {
   it('topic durability and dispatcher connection settings', () => {
     expect(config.kafka).toMatchObject({ replicationFactor: -1, minInsyncReplicas: 1 });
     expect(config.dispatcher.connectionsPerOrigin).toBe(128);
+    expect(config.dispatcher.adaptiveConcurrency).toBe(true);
     expect(config.router.maxInFlight).toBe(200);
     expect(config.gateway.dependencyTimeoutMs).toBe(1_500);
     expect(loadConfig({ GATEWAY_DEPENDENCY_TIMEOUT: '2s' }).gateway.dependencyTimeoutMs).toBe(2_000);
@@ -158,6 +159,12 @@ describe('loadConfig overrides', () => {
       [-1, 2],
     ],
     ['connections per origin', { DISPATCHER_CONNECTIONS_PER_ORIGIN: '1' }, (c) => c.dispatcher.connectionsPerOrigin, 1],
+    [
+      'fixed per-subscription concurrency',
+      { DISPATCHER_ADAPTIVE_CONCURRENCY: 'false' },
+      (c) => c.dispatcher.adaptiveConcurrency,
+      false,
+    ],
   ])('%s', (_name, env, pick, expected) => {
     expect(pick(loadConfig(env))).toEqual(expected);
   });
@@ -231,6 +238,7 @@ describe('loadConfig rejects bad values with a ConfigError naming the variable',
     ['WEBHOOK_ALLOW_HTTP', 'TRUE'],
     ['WEBHOOK_ALLOW_HTTP', '1'],
     ['WEBHOOK_ALLOW_HTTP', 'on'],
+    ['DISPATCHER_ADAPTIVE_CONCURRENCY', 'yes'],
     // URLs
     ['AUTH_URL', 'not a url'],
     ['GATEWAY_BASE_URL', '//127.0.0.1:8080'],

@@ -71,6 +71,11 @@ export interface Config {
     readonly maxInFlightPerSubscription: number;
     /** Connections the dispatcher keeps open to one receiver origin at most. */
     readonly connectionsPerOrigin: number;
+    /**
+     * Whether each subscription's concurrency adapts to its endpoint's answers and latency (between 1 and
+     * maxInFlightPerSubscription) and Retry-After holds it at 1; when false, maxInFlightPerSubscription is fixed.
+     */
+    readonly adaptiveConcurrency: boolean;
   };
   /** Bulk replay jobs, run by the routers (router/replay-runner.ts). */
   readonly replay: {
@@ -148,6 +153,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxInFlight: read.integer('DISPATCHER_MAX_IN_FLIGHT', 500, 1, 100_000),
       maxInFlightPerSubscription: read.integer('DISPATCHER_MAX_IN_FLIGHT_PER_SUBSCRIPTION', 20, 1, 10_000),
       connectionsPerOrigin: read.integer('DISPATCHER_CONNECTIONS_PER_ORIGIN', 128, 1, 100_000),
+      adaptiveConcurrency: read.boolean('DISPATCHER_ADAPTIVE_CONCURRENCY', true),
     },
     replay: readReplay(read),
     metricsPort: read.integer('METRICS_PORT', 0, 0, 65535),

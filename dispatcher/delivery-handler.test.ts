@@ -136,6 +136,16 @@ function setup(options: Setup = {}) {
       log.push(`replay ${outcome}`);
     }),
   };
+  // The concurrency control sees each POST begin and end: `log` gets them only around a send, in `control`.
+  const control: string[] = [];
+  const concurrency = {
+    begin: vi.fn((subscriptionId: string, tenantId: string) => {
+      control.push(`begin ${tenantId}/${subscriptionId}`, `sends so far ${sent.length}`);
+      return (result: AttemptResult | undefined) =>
+        control.push(`answered ${result?.statusCode ?? 'nothing'}`, `sends so far ${sent.length}`);
+    }),
+  };
+  const metrics = { outcome: vi.fn(), stage: vi.fn(), retryAfterDeferral: vi.fn() };
   const handle = createDeliveryHandler({
     subscriptions,
     attempts,
@@ -143,6 +153,8 @@ function setup(options: Setup = {}) {
     send,
     authHeaders,
     replayOutcomes,
+    concurrency,
+    metrics,
     logger: pino({ level: 'silent' }),
     settings: { retryDelaysMs: DELAYS, deliveryLifetimeMs: DAY, failureDayMs: DAY, autoDisableAfterDays: 10 },
     now: () => clock,
@@ -157,6 +169,9 @@ function setup(options: Setup = {}) {
     scheduleRetry,
     authHeaders,
     replayOutcomes,
+    concurrency,
+    control,
+    metrics,
     log,
     now: () => clock,
   };
@@ -681,5 +696,89 @@ describe('delivery handler: bulk replay job progress', () => {
     for (const t of [retrying, duplicate, single]) expect(t.replayOutcomes.ended).not.toHaveBeenCalled();
     // The job rides along with the retry, to be counted when the series ends.
     expect(retrying.scheduleRetry.mock.calls[0]![1]).toMatchObject({ replayJobId: 'job-1', attempt: 2 });
+  });
+});
+
+describe('delivery handler: adaptive concurrency and Retry-After', () => {
+  const throttled = (statusCode: number, retryAfterMs?: number): AttemptResult => ({
+    ...failed(statusCode),
+    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+  });
+
+  it('tells the concurrency control when the POST begins and what it answered, and nothing else', async () => {
+    const t = setup({ results: [ok(204)] });
+    await t.handle(deliveryRecord());
+    expect(t.control).toEqual(['begin tenant-a/sub-1', 'sends so far 0', 'answered 204', 'sends so far 1']);
+  });
+
+  it('an OAuth2 refresh is a second POST: two begins, two answers', async () => {
+    const authHeaders = createAuthHeaders(async () => ({ accessToken: 'tok', expiresInSeconds: 3600 }));
+    const t = setup({ subscription: oauthSubscription(), authHeaders, results: [failed(401), ok(200)] });
+    await t.handle(deliveryRecord({ signature: null }));
+    expect(t.control.filter((entry) => !entry.startsWith('sends'))).toEqual([
+      'begin tenant-a/sub-1',
+      'answered 401',
+      'begin tenant-a/sub-1',
+      'answered 200',
+    ]);
+  });
+
+  it('no POST, no begin: abandoned, superseded or duplicate records leave the control alone', async () => {
+    const deleted = setup({ subscription: undefined });
+    await deleted.handle(deliveryRecord());
+    const duplicate = setup({ state: { status: 'acknowledged', attemptCount: 1 } });
+    await duplicate.handle(deliveryRecord({ mayBeDuplicate: true }));
+    const superseded = setup({
+      subscription: subscription({ supersedePendingDeliveries: true }),
+      latest: { deliveryId: 'del-2' },
+    });
+    await superseded.handle(deliveryRecord());
+    for (const t of [deleted, duplicate, superseded]) expect(t.concurrency.begin).not.toHaveBeenCalled();
+  });
+
+  it('a failed token request is no POST: the control is not told', async () => {
+    const authHeaders = createAuthHeaders(async () => {
+      throw new Error('token endpoint down');
+    });
+    const t = setup({ subscription: oauthSubscription(), authHeaders });
+    await t.handle(deliveryRecord({ signature: null }));
+    expect(t.concurrency.begin).not.toHaveBeenCalled();
+    expect(t.send).not.toHaveBeenCalled();
+  });
+
+  it('a 429 with Retry-After past the next step is retried no earlier: the tier covering it, counted as deferral', async () => {
+    const t = setup({ results: [throttled(429, 3 * MINUTE)] });
+    await t.handle(deliveryRecord());
+    const now = t.now();
+    expect(t.scheduleRetry).toHaveBeenCalledWith(2, expect.objectContaining({ attempt: 2, dueAt: now + 4 * MINUTE }));
+    expect(t.attempts.recordAttempt).toHaveBeenCalledWith(
+      SERIES,
+      { attempt: 1, at: new Date(now), statusCode: 429, errorMessage: 'HTTP 429', durationMs: 20 },
+      { status: 'retrying', nextRetryAt: new Date(now + 4 * MINUTE) },
+    );
+    expect(t.metrics.retryAfterDeferral).toHaveBeenCalledTimes(1);
+  });
+
+  it('a Retry-After within the next step changes nothing and is no deferral', async () => {
+    const t = setup({ results: [throttled(503, 30_000)] });
+    await t.handle(deliveryRecord());
+    expect(t.scheduleRetry).toHaveBeenCalledWith(0, expect.objectContaining({ dueAt: t.now() + MINUTE }));
+    expect(t.metrics.retryAfterDeferral).not.toHaveBeenCalled();
+  });
+
+  it('a Retry-After past the deadline: no more attempts, the delivery hops to its deadline', async () => {
+    const now = QUEUED_AT + DAY - 2 * HOUR;
+    // The schedule's 1 m would fit; the 4 h tier Retry-After asks for does not: the longest that fits is 64 m.
+    const t = setup({ now, results: [throttled(429, 3 * HOUR)] });
+    await t.handle(deliveryRecord());
+    expect(t.scheduleRetry).toHaveBeenCalledWith(
+      6,
+      expect.objectContaining({ attempt: 2, expiryHop: true, dueAt: now + 64 * MINUTE }),
+    );
+    expect(t.attempts.recordAttempt).toHaveBeenCalledWith(SERIES, expect.objectContaining({ statusCode: 429 }), {
+      status: 'retrying',
+      nextRetryAt: null,
+    });
+    expect(t.metrics.retryAfterDeferral).not.toHaveBeenCalled();
   });
 });

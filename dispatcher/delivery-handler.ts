@@ -4,7 +4,7 @@ import type { SeriesIdentity, SeriesRef, SeriesState } from '../core/deliveries/
 import type { Logger } from '../core/log.ts';
 import type { DeliveryMetrics } from '../core/metrics.ts';
 import type { Subscription } from '../core/subscriptions/subscription.ts';
-import { decideFate, failureWindow, LIFETIME_EXCEEDED, nextHop } from './outcome.ts';
+import { decideFate, failureWindow, LIFETIME_EXCEEDED, nextHop, type AttemptResult } from './outcome.ts';
 import type { OutboundRequest, Sender } from './http-sender.ts';
 
 /** Where attempts and final states are written. */
@@ -44,6 +44,11 @@ export interface ReplayOutcomeLog {
   ended(tenantId: string, jobId: string, outcome: 'delivered' | 'failed'): Promise<void>;
 }
 
+/** Adapts a subscription's concurrency to its endpoint: told when each POST starts, and what it got. */
+export interface ConcurrencyControl {
+  begin(subscriptionId: string, tenantId: string): (result: AttemptResult | undefined) => void;
+}
+
 /** Builds the authentication headers of a subscription (ApiKey, OAuth2 bearer); null token means refresh. */
 export type AuthHeaders = (subscription: Subscription, refresh: boolean) => Promise<Record<string, string>>;
 
@@ -55,6 +60,7 @@ export interface DeliveryHandlerDeps {
   authHeaders: AuthHeaders;
   logger: Logger;
   metrics?: DeliveryMetrics;
+  concurrency?: ConcurrencyControl;
   replayOutcomes?: ReplayOutcomeLog;
   settings: {
     retryDelaysMs: readonly number[];
@@ -173,9 +179,17 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
     }
 
     const at = new Date(now());
-    const attemptOnce = async (refresh: boolean) => {
+    const attemptOnce = async (refresh: boolean): Promise<AttemptResult> => {
       try {
-        return await deps.send(await outbound(subscription, record, deps.authHeaders, refresh));
+        const request = await outbound(subscription, record, deps.authHeaders, refresh);
+        const answered = deps.concurrency?.begin(record.subscriptionId, record.tenantId);
+        let result: AttemptResult | undefined;
+        try {
+          result = await deps.send(request);
+          return result;
+        } finally {
+          answered?.(result);
+        }
       } catch (error) {
         // Only building the request can throw (the OAuth2 token request): a failed attempt, not a crash.
         return { statusCode: null, errorMessage: `authentication failed: ${(error as Error).message}`, durationMs: 0 };
@@ -192,7 +206,8 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
 
     // From here on the attempt has happened: its outcome is written, never earned again by another POST.
     const fate = decideFate(result, record.attempt, now(), deadline, settings.retryDelaysMs);
-    const attempt: Attempt = { attempt: record.attempt, at, ...result };
+    const { statusCode, errorMessage, durationMs } = result;
+    const attempt: Attempt = { attempt: record.attempt, at, statusCode, errorMessage, durationMs };
     const identity = record.replayOf === null ? undefined : identityOf(record);
     const write = (next: { status: DeliveryStatus; nextRetryAt: Date | null; abandonReason?: string }) =>
       durably('recording the attempt', record, () =>
@@ -217,6 +232,7 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
       logger.info(logBase, 'delivery acknowledged');
     } else if (fate.kind === 'retry' || fate.kind === 'expire') {
       deps.metrics?.outcome('retrying', result.durationMs);
+      if (fate.kind === 'retry' && fate.retryAfter) deps.metrics?.retryAfterDeferral();
       // An expiry hop makes no attempt: the series has no next retry, it waits for its deadline.
       const nextRetryAt = fate.kind === 'retry' ? new Date(fate.dueAt) : null;
       await write({ status: 'retrying', nextRetryAt });
@@ -228,7 +244,8 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
         ...(fate.kind === 'expire' ? { expiryHop: true } : {}),
       };
       await durably('scheduling the retry', record, () => deps.scheduleRetry(fate.tier, next));
-      logger.info({ ...logBase, error: result.errorMessage, nextRetryAt }, 'delivery retrying');
+      const retryAfter = result.retryAfterMs === undefined ? {} : { retryAfterMs: result.retryAfterMs };
+      logger.info({ ...logBase, error: result.errorMessage, nextRetryAt, ...retryAfter }, 'delivery retrying');
     } else {
       deps.metrics?.outcome('abandoned', result.durationMs);
       await write({ status: 'abandoned', nextRetryAt: null, abandonReason: fate.reason });

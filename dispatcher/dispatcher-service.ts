@@ -18,8 +18,10 @@ import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
 import { ReplayJobStore } from '../core/replay-jobs/replay-job-store.ts';
 import { createAuthHeaders } from './auth-headers.ts';
+import { ConcurrencyLimiter } from './concurrency-limiter.ts';
 import { createDeliveryHandler } from './delivery-handler.ts';
 import { createGuardedAgent, createSender } from './http-sender.ts';
+import { retryAfterCap } from './outcome.ts';
 
 /** Starts a dispatcher on the deliveries topic and every retry tier. Returns its stop function. */
 export async function startDispatcher(
@@ -49,6 +51,14 @@ export async function startDispatcher(
   const publisher = await Publisher.connect(platform.kafka);
   const replayJobs = new ReplayJobStore(platform.db, webhook.historyRetentionMs);
   const send = createSender(agent, allowed, webhook.attemptTimeoutMs, connectionsPerOrigin);
+  // Each subscription's concurrency adapts between 1 and the static per-subscription limit (unless switched off).
+  const { maxInFlightPerSubscription, adaptiveConcurrency } = config.dispatcher;
+  const limiter = adaptiveConcurrency
+    ? new ConcurrencyLimiter(
+        { ceiling: maxInFlightPerSubscription, retryAfterCapMs: retryAfterCap(webhook.retryDelaysMs) },
+        metrics.concurrency,
+      )
+    : undefined;
 
   const handle = createDeliveryHandler({
     subscriptions: {
@@ -81,6 +91,7 @@ export async function startDispatcher(
     }),
     logger,
     metrics: metrics.delivery,
+    concurrency: limiter,
     replayOutcomes: {
       ended: async (tenantId, jobId, outcome) => {
         await replayJobs.countOutcome(tenantId, jobId, outcome);
@@ -94,7 +105,10 @@ export async function startDispatcher(
     groupId: `${config.kafka.topicPrefix}webhook-dispatcher`,
     topics: [topics.deliveries, ...topics.retries.map((tier) => tier.topic)],
     maxInFlight: config.dispatcher.maxInFlight,
-    lane: { of: (record) => record.key?.toString('utf8') ?? '', limit: config.dispatcher.maxInFlightPerSubscription },
+    lane: {
+      of: (record) => record.key?.toString('utf8') ?? '',
+      limit: limiter ? (subscriptionId) => limiter.limit(subscriptionId) : maxInFlightPerSubscription,
+    },
     fromBeginning: true,
     logger,
     metrics: metrics.consumer,
