@@ -76,7 +76,7 @@ export async function renderGlance(view, { signal }) {
       }
     };
     await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-    announce(`Statistics of ${slots.length} subscriptions loaded`);
+    announce(`Statistics of ${slots.length} ${slots.length === 1 ? 'subscription' : 'subscriptions'} loaded`);
   };
   refresh.addEventListener('click', async () => {
     refresh.disabled = true;
