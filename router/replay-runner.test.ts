@@ -109,10 +109,14 @@ function world() {
   const publishAll = async (batch: DeliveryRecord[]) => {
     published.push(batch);
   };
+  const storeRow = async (delivery: Delivery) => {
+    stored.push(delivery);
+    history.add(delivery);
+  };
   const runner = (
     owner: string,
     settings: Partial<ReplayRunnerDeps['settings']> = {},
-    publish: (batch: DeliveryRecord[]) => Promise<void> = publishAll,
+    { publish = publishAll, store = storeRow }: Partial<Pick<ReplayRunnerDeps, 'publish' | 'store'>> = {},
   ) =>
     new ReplayRunner({
       jobs: ledger,
@@ -122,9 +126,7 @@ function world() {
         subscriptionExists: async (_tenantId, id) => subscriptions.has(id),
       },
       publish,
-      store: async (delivery) => {
-        stored.push(delivery);
-      },
+      store,
       owner,
       settings: {
         ratePerJob: 5,
@@ -222,49 +224,74 @@ describe('replay runner', () => {
     expect(w.ledger.job(jobId).progress).toEqual({ matched: 1, queued: 1, skipped: 0 });
   });
 
-  it('resumes after a crash within a page with the same replays (ids, queue time), and counts them once', async () => {
-    const w = world();
-    for (let index = 0; index < 12; index += 1) w.original({ ageMs: 60_000 + index * 1_000 });
-    const jobId = w.job('job-1', { subscriptionId: 'sub-1' });
+  it.each([
+    ['after storing its rows', 'store', 'the same'],
+    ['before any of its rows was stored', 'publish', 'a fresh'],
+  ] as const)(
+    'resumes a page its runner died in %s with the same replays (%s queue time), counting them once',
+    async (_when, crashIn, queueTime) => {
+      const w = world();
+      for (let index = 0; index < 12; index += 1) w.original({ ageMs: 60_000 + index * 1_000 });
+      const jobId = w.job('job-1', { subscriptionId: 'sub-1' });
 
-    // Router A publishes its second page and dies there (its publish never returns, it renews nothing any more).
-    let hang: (() => void) | undefined;
-    const crashA = new AbortController();
-    const a = w.runner('router-a', {}, async (batch) => {
-      w.published.push(batch);
-      if (w.published.length === 2) {
+      // Router A dies in its second page (the step never returns, it renews nothing any more).
+      let hang: (() => void) | undefined;
+      const crashA = new AbortController();
+      const die = async () => {
         crashA.abort();
         await new Promise<void>((resolve) => (hang = resolve));
-      }
-    });
-    void a.run(crashA.signal);
-    await w.time.until(() => hang !== undefined);
-    const interrupted = w.published[1]!;
-    expect(w.ledger.job(jobId).pageQueuedAt).toBe(interrupted[0]!.queuedAt);
-    expect(w.ledger.job(jobId).progress.queued).toBe(5);
+      };
+      const a = w.runner(
+        'router-a',
+        {},
+        {
+          publish: async (batch) => {
+            w.published.push(batch);
+            if (crashIn === 'publish' && w.published.length === 2) await die();
+          },
+          store: async (row) => {
+            w.stored.push(row);
+            w.history.add(row);
+            if (crashIn === 'store' && w.stored.length === 10) await die();
+          },
+        },
+      );
+      void a.run(crashA.signal);
+      await w.time.until(() => hang !== undefined);
+      const interrupted = w.published[1]!;
+      expect(w.ledger.job(jobId).pageQueuedAt).toBe(interrupted[0]!.queuedAt);
+      expect(w.ledger.job(jobId).progress.queued).toBe(5);
 
-    // Router B takes the job once A's lease has expired, and resumes the interrupted page.
-    const stopB = new AbortController();
-    const b = w.runner('router-b').run(stopB.signal);
-    await w.time.until(() => w.ledger.job(jobId).status === 'completed');
-    const resumed = w.published[2]!;
-    expect(resumed.map((record) => record.deliveryId)).toEqual(interrupted.map((record) => record.deliveryId));
-    expect(resumed.map((record) => record.queuedAt)).toEqual(interrupted.map((record) => record.queuedAt));
-    expect(resumed.every((record) => record.mayBeDuplicate)).toBe(true);
-    expect(w.time.now - T0).toBeGreaterThanOrEqual(3_000); // not before A's lease expired
+      // Router B takes the job once A's lease has expired, and resumes the interrupted page.
+      const stopB = new AbortController();
+      const b = w.runner('router-b').run(stopB.signal);
+      await w.time.until(() => w.ledger.job(jobId).status === 'completed');
+      const resumed = w.published[2]!;
+      expect(resumed.map((record) => record.deliveryId)).toEqual(interrupted.map((record) => record.deliveryId));
+      expect(resumed.every((record) => record.mayBeDuplicate)).toBe(true);
+      const resumedAt = resumed.map((record) => record.queuedAt);
+      if (queueTime === 'the same') expect(resumedAt).toEqual(interrupted.map((record) => record.queuedAt));
+      else for (const at of resumedAt) expect(at).toBeGreaterThanOrEqual(T0 + 3_000);
+      expect(w.time.now - T0).toBeGreaterThanOrEqual(3_000); // not before A's lease expired
 
-    // A wakes up late: its writes are refused (the lease moved on), so nothing is counted twice.
-    hang!();
-    await w.time.until(() => true);
-    const job = w.ledger.job(jobId);
-    expect(job.progress).toEqual({ matched: 12, queued: 12, skipped: 0 });
-    const ids = records(w.published).map((record) => record.deliveryId);
-    expect(new Set(ids).size).toBe(12);
-    expect(ids.length).toBe(12 + interrupted.length);
-    stopB.abort();
-    await w.time.until(() => true);
-    await b;
-  });
+      // A wakes up late: its writes are refused (the lease moved on), so nothing is counted twice.
+      hang!();
+      await w.time.until(() => true);
+      const job = w.ledger.job(jobId);
+      expect(job.progress).toEqual({ matched: 12, queued: 12, skipped: 0 });
+      const ids = records(w.published).map((record) => record.deliveryId);
+      expect(new Set(ids).size).toBe(12);
+      expect(ids.length).toBe(12 + interrupted.length);
+      // History rows by series and queue time: a resumed page rewrites the rows it finds with their own queue time.
+      // Only a runner that stalled rather than died, writing the rows of its page after losing its lease, adds
+      // entries under the page's first queue time (the same series, sent once, listed twice).
+      const rows = new Set(w.stored.map((row) => `${row.id}@${row.queuedAt.getTime()}`));
+      expect(rows.size).toBe(queueTime === 'the same' ? 12 : 12 + interrupted.length);
+      stopB.abort();
+      await w.time.until(() => true);
+      await b;
+    },
+  );
 
   it('stops within one page when the job is cancelled', async () => {
     const w = world();

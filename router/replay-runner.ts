@@ -67,9 +67,9 @@ const ORPHAN_AFTER_MS = 60_000;
  *
  * One page: read the next matching deliveries, mark the page started (with the queue time its replays get), publish
  * the replays and write their rows, then move the cursor and counts. A runner that dies within a page leaves the page
- * marked: whoever resumes it builds the same replays (ids derived from job and original, the same queue time, so the
- * same history rows) and every replay record is published as a possible duplicate, so the dispatcher, checking the
- * stored state, does not send a series twice. Replays the job made itself (their ids say so) are never matched again.
+ * marked: whoever resumes it builds the same replays (ids derived from job and original; the same queue time once
+ * any of them is in the history, so the same history rows) and every replay record is published as a possible
+ * duplicate, so the dispatcher, checking the stored state, does not send a series twice. Replays the job made itself (their ids say so) are never matched again.
  */
 export class ReplayRunner {
   private readonly now: () => number;
@@ -207,8 +207,7 @@ export class ReplayRunner {
     if (ready.length > 0) {
       await bucket.take(ready.length, signal);
       await this.processBucket.take(ready.length, signal);
-      // A page started before (its runner died in it) keeps its queue time: the same replays, the same history rows.
-      const queuedAt = state.pageQueuedAt ?? this.now();
+      const queuedAt = (await this.resumedQueueTime(job, state.pageQueuedAt, ready)) ?? this.now();
       const refused = await jobs.startPage(lease, queuedAt, this.now());
       if (refused !== undefined) return refused;
       state.pageQueuedAt = queuedAt;
@@ -248,6 +247,24 @@ export class ReplayRunner {
       'replay page queued',
     );
     return done ? 'done' : 'more';
+  }
+
+  /**
+   * The queue time a page started before (its runner died in it) keeps: once any of its replays has a history row,
+   * the same queue time gives the same rows again (a new one would list them twice). None stored means none was
+   * attempted yet either (a dispatcher writes the row with its first attempt): the page then gets a fresh queue time,
+   * so replays that never left are not aged by the crash; one that did leave is still the same series (same id), and
+   * the copy marked as a possible duplicate is skipped by the dispatcher.
+   */
+  private async resumedQueueTime(
+    job: ReplayJob,
+    pageQueuedAt: number | null,
+    ready: { original: Delivery }[],
+  ): Promise<number | undefined> {
+    if (pageQueuedAt === null) return undefined;
+    const ids = ready.map(({ original }) => replayIdFor(job.id, original.id));
+    const stored = await this.deps.history.getMany(job.tenantId, ids);
+    return stored.some((row) => row !== undefined) ? pageQueuedAt : undefined;
   }
 
   /**
