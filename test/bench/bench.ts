@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- [--events N] [--tenants T] [--subs S] [--rate D] [--fail 0.3] [--backlog 100000]`
+ * `npm run bench -- [--events N] [--tenants T] [--subs S] [--rate D] [--fail 0.3] [--backlog 100000] [--throttle 0.2]`
  * Runs a router and a dispatcher as processes on their own keyspace and topics against a fast local receiver, and
  * prints deliveries per second, event-to-receipt latency p50/p99 and the dispatcher's resident memory. Then it measures
  * the machine's loopback ceiling (a plain undici POST loop to the same receiver with a body of the run, at 1, 50 and
@@ -8,6 +8,8 @@
  *   --rate D      publish at D deliveries per second (0: as fast as possible)
  *   --fail F      fraction of answers that fail with 500 (those deliveries retry after 1 s)
  *   --backlog B   first park B deliveries in a retry tier due in an hour (memory must stay flat while they wait)
+ *   --throttle F  a fraction F of the subscriptions answers 429 with Retry-After: 2 for the first --throttle-for
+ *                 seconds (default 10) of the run, then 204; prints the fast and the throttled ones' figures apart
  */
 import { blankSubscription } from '../../core/subscriptions/subscription.ts';
 import { randomUUID } from 'node:crypto';
@@ -39,6 +41,8 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '0' },
     fail: { type: 'string', default: '0' },
     backlog: { type: 'string', default: '0' },
+    throttle: { type: 'string', default: '0' },
+    'throttle-for': { type: 'string', default: '10' },
   },
 });
 const events = Number(values.events);
@@ -47,6 +51,8 @@ const subsPerTenant = Number(values.subs);
 const rate = Number(values.rate);
 const failRatio = Number(values.fail);
 const backlog = Number(values.backlog);
+const throttleRatio = Number(values.throttle);
+const throttleForMs = Number(values['throttle-for']) * 1000;
 const expected = events * subsPerTenant;
 
 const percentile = (sorted: number[], p: number) =>
@@ -62,6 +68,37 @@ const rssMb = (pid: number) => {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
   return line ? Number(line[1]) / 1024 : NaN;
 };
+
+/** The fast and throttled subscriptions' figures apart, and the dispatcher's throttling counters. */
+async function throttleReport(): Promise<string[]> {
+  const line = (name: string, entry: Group) => {
+    const sorted = entry.latencies.slice().sort((a, b) => a - b);
+    const seconds = (entry.lastAt - entry.firstAt) / 1000;
+    return (
+      `  ${name} (${entry.subscriptions} subscriptions): ${entry.received} deliveries, ` +
+      `${(entry.received / seconds).toFixed(0)}/s over ${seconds.toFixed(1)} s; event-to-receipt latency ` +
+      `p50 ${percentile(sorted, 0.5)} ms, p99 ${percentile(sorted, 0.99)} ms, max ${sorted.at(-1)} ms`
+    );
+  };
+  const text = await (await fetch(`http://127.0.0.1:${metricsPorts.dispatcher}/metrics`)).text();
+  const counter = (pattern: string) =>
+    [...text.matchAll(new RegExp(`^${pattern} (\\S+)$`, 'gm'))].reduce((sum, match) => sum + Number(match[1]), 0);
+  const reasons = ['429', '503', 'timeout', 'connection', 'latency']
+    .map((reason) => [reason, counter(`webhook_throttled_attempts_total\\{[^}]*reason="${reason}"[^}]*\\}`)] as const)
+    .filter(([, count]) => count > 0)
+    .map(([reason, count]) => `${reason} ${count}`);
+  const { throttled } = groups;
+  return [
+    `throttling: ${throttled.subscriptions} of ${subscriptionIds.length} subscriptions answered 429 (Retry-After: 2) ` +
+      `for the first ${throttleForMs / 1000} s, then 204`,
+    line('fast', groups.fast),
+    line('throttled', throttled),
+    `  throttled while refusing: ${throttled.refused} answers 429; at most ${throttled.maxOpen} request(s) open at once ` +
+      `per subscription after the first 2 s (lane limit ${config.dispatcher.maxInFlightPerSubscription})`,
+    `  dispatcher: throttled attempts ${reasons.join(', ') || 'none'}; Retry-After deferrals ` +
+      `${counter('webhook_retry_after_deferrals_total(?:\\{[^}]*\\})?')}`,
+  ];
+}
 
 const servers = await ensureServers({ root: path.join(repoRoot, '.local'), progress: (line) => console.log(line) });
 const run = randomUUID().slice(0, 8);
@@ -83,6 +120,32 @@ const config = loadConfig(env);
 const logger = createLogger('bench', 'warn');
 await provision(config, logger);
 
+/** Figures of one group of subscriptions (fast or throttled): first receipts and their latencies. */
+interface Group {
+  subscriptions: number;
+  received: number;
+  latencies: number[];
+  firstAt: number;
+  lastAt: number;
+  /** 429 answers, and the most requests one subscription had open at once after its first 2 s of throttling. */
+  refused: number;
+  maxOpen: number;
+}
+const group = (): Group => ({
+  subscriptions: 0,
+  received: 0,
+  latencies: [],
+  firstAt: 0,
+  lastAt: 0,
+  refused: 0,
+  maxOpen: 0,
+});
+const groups = { fast: group(), throttled: group() };
+const throttledIds = new Set<string>();
+/** Epoch ms until which the throttled subscriptions answer 429 (0: not yet, during the warm-up). */
+let throttleUntil = 0;
+const open = new Map<string, number>();
+
 // The receiver: answers at once; a fraction fails (deterministically per request) when asked.
 let received = 0;
 let failed = 0;
@@ -95,7 +158,19 @@ let sample: { headers: IncomingHttpHeaders; body: Buffer } | undefined;
 const receiver = createServer((request, response) => {
   const chunks: Buffer[] = [];
   request.on('data', (chunk: Buffer) => chunks.push(chunk));
+  const subscriptionId = String(request.headers['x-webhook-subscription-id']);
+  const throttled = throttledIds.has(subscriptionId);
+  const mine = throttled ? groups.throttled : groups.fast;
+  open.set(subscriptionId, (open.get(subscriptionId) ?? 0) + 1);
+  if (throttled && Date.now() < throttleUntil && Date.now() > throttleUntil - throttleForMs + 2_000) {
+    mine.maxOpen = Math.max(mine.maxOpen, open.get(subscriptionId)!);
+  }
+  response.on('close', () => open.set(subscriptionId, open.get(subscriptionId)! - 1));
   request.on('end', () => {
+    if (throttled && Date.now() < throttleUntil) {
+      mine.refused += 1;
+      return void response.writeHead(429, { 'retry-after': '2' }).end();
+    }
     if (failRatio > 0 && Math.random() < failRatio) {
       failed += 1;
       return void response.writeHead(500).end();
@@ -108,9 +183,13 @@ const receiver = createServer((request, response) => {
       sample = { headers: request.headers, body };
       const occurredAt = /"occurredAt":"([^"]+)"/.exec(body.toString('utf8'))?.[1];
       if (occurredAt) latencies.push(now - Date.parse(occurredAt));
+      if (occurredAt) mine.latencies.push(now - Date.parse(occurredAt));
       received += 1;
       firstAt ||= now;
       lastAt = now;
+      mine.received += 1;
+      mine.firstAt ||= now;
+      mine.lastAt = now;
     }
     response.writeHead(204).end();
   });
@@ -136,6 +215,12 @@ for (const tenantId of tenantIds) {
   }
 }
 await db.shutdown();
+// Every 1/F-th subscription is throttled, so they spread over the tenants.
+subscriptionIds.forEach((id, index) => {
+  if (Math.floor((index + 1) * throttleRatio) > Math.floor(index * throttleRatio)) throttledIds.add(id);
+});
+groups.throttled.subscriptions = throttledIds.size;
+groups.fast.subscriptions = subscriptionIds.length - throttledIds.size;
 
 const logs = path.join(repoRoot, '.local', 'logs', 'bench');
 // Each service serves /metrics on a port of its own, scraped for the stage histograms before it is stopped.
@@ -207,8 +292,10 @@ try {
   received = 0;
   firstAt = 0;
   latencies.length = 0;
+  for (const entry of Object.values(groups)) Object.assign(entry, { ...group(), subscriptions: entry.subscriptions });
   loopDelay.enable();
   const started = Date.now();
+  if (throttledIds.size > 0) throttleUntil = started + throttleForMs;
   // Paced runs publish in small batches (50 a second) so the load is smooth rather than bursts.
   const batch = rate > 0 ? Math.max(1, Math.round(rate / subsPerTenant / 50)) : 200;
   for (let sent = 0; sent < events; sent += batch) {
@@ -237,6 +324,7 @@ try {
   const seconds = (lastAt - firstAt) / 1000;
   const perSecond = delivered / seconds;
   clearInterval(sampler);
+  const throttleLines = throttledIds.size > 0 ? await throttleReport() : [];
 
   loopDelay.disable();
   const stages: string[] = [];
@@ -279,7 +367,7 @@ events ${events} × ${subsPerTenant} subscriptions (${tenants} tenants) = ${expe
 throughput: ${perSecond.toFixed(0)} deliveries/s over ${seconds.toFixed(1)} s${fractionOfCeiling(perSecond, ceilingOf(loopback))}
 event-to-receipt latency: p50 ${percentile(sorted, 0.5)} ms, p99 ${percentile(sorted, 0.99)} ms, max ${sorted.at(-1)} ms
 dispatcher RSS: max ${Math.max(...memory).toFixed(0)} MB, last ${memory.at(-1)?.toFixed(0)} MB`);
-  for (const line of [...stages, ...runtimes]) console.log(line);
+  for (const line of [...throttleLines, ...stages, ...runtimes]) console.log(line);
 } finally {
   clearInterval(sampler);
   await Promise.all([router.stop(), dispatcher.stop()]);
