@@ -3,11 +3,15 @@ import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../core/log.ts';
 import { authPlugin, type IntegratorDirectory } from '../core/auth/fastify-auth.ts';
 import type { TokenVerifier } from '../core/auth/verifier.ts';
-import { installErrorHandler, sendProblem } from '../core/http/problem.ts';
+import { documentOf, problemSchema, type OpenApiDocument } from '../core/http/openapi.ts';
+import { clientErrorHandler, installErrorHandler, sendProblem } from '../core/http/problem.ts';
+import { buildValidator } from '../core/http/validation.ts';
 import { purchaseRoutes } from '../producer/purchase-routes.ts';
+import { purchaseComponents, purchaseOverrides } from '../producer/purchase-schemas.ts';
 import type { PurchaseStore } from '../producer/purchase-store.ts';
 import { consoleRoutes, type ConsoleOptions } from './console-routes.ts';
 import { webhookRoutes, type WebhookRoutesOptions } from './webhook-routes.ts';
+import { webhookComponents, webhookOverrides } from './webhook-schemas.ts';
 
 export interface GatewayDeps {
   logger: Logger;
@@ -35,9 +39,15 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
   const app: FastifyInstance = fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: 1024 * 1024,
-    // fastify's default removeAdditional silently drops unknown properties; `additionalProperties: false` must refuse
-    // them instead (400 naming the property), so a misspelt field is never ignored.
-    ajv: { customOptions: { allowUnionTypes: true, removeAdditional: false } },
+    // Ids longer than their schema allows are a 400 from validation, not fastify's 414 (a non-problem body); a request
+    // line is bounded anyway by Node's 16 KiB header limit.
+    routerOptions: { maxParamLength: 16 * 1024 },
+    // Bodies are validated without type coercion, the query string and path with it (validation.ts).
+    schemaController: { compilersFactory: { buildValidator } },
+    // A path that is not valid percent-encoding: a problem+json 400 like every other refusal.
+    frameworkErrors: (error, _request, reply) =>
+      sendProblem(reply, { status: 400, title: 'Invalid request', detail: error.message }),
+    clientErrorHandler,
   });
   installErrorHandler(app);
   await app.register(swagger, {
@@ -47,7 +57,12 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
       security: [{ bearer: [] }],
     },
+    // Shared schemas are components under their own $id (Subscription, Problem…), referenced where routes use them.
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) => (json.$id as string | undefined) ?? `def-${i}`,
+    },
   });
+  app.addSchema(problemSchema);
   app.get('/health', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/ready', { schema: { hide: true } }, async (_request, reply) => {
     const missing = await notReady(deps.readiness);
@@ -74,22 +89,33 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
           });
         });
         await api.register(authPlugin, { api: 'webhook', verifier: deps.verifier, integrators: deps.integrators });
+        for (const schema of webhookComponents) api.addSchema(schema);
         await api.register(webhookRoutes, options);
       },
       { prefix: '/CoreWebhook/REST/Webhooks' },
     );
-    app.get('/CoreWebhook/openapi.json', { schema: { hide: true } }, async () => documentFor(app, '/CoreWebhook/'));
+    app.get('/CoreWebhook/openapi.json', { schema: { hide: true } }, async () =>
+      documentOf(
+        app.swagger() as OpenApiDocument,
+        '/CoreWebhook/',
+        'Core Webhooks API',
+        webhookOverrides(options.rules.allowHttp, options.catalogue.list()),
+      ),
+    );
   }
   if (deps.purchase) {
     const options = deps.purchase;
     await app.register(
       async (api) => {
         await api.register(authPlugin, { api: 'purchase', verifier: deps.verifier, integrators: deps.integrators });
+        for (const schema of purchaseComponents) api.addSchema(schema);
         await api.register(purchaseRoutes, options);
       },
       { prefix: '/CorePurchase/REST' },
     );
-    app.get('/CorePurchase/openapi.json', { schema: { hide: true } }, async () => documentFor(app, '/CorePurchase/'));
+    app.get('/CorePurchase/openapi.json', { schema: { hide: true } }, async () =>
+      documentOf(app.swagger() as OpenApiDocument, '/CorePurchase/', 'Core Purchase API', purchaseOverrides()),
+    );
   }
   if (deps.console) await app.register(consoleRoutes, deps.console);
   return app;
@@ -123,12 +149,4 @@ async function notReady(checks: ReadinessCheck[]): Promise<string[]> {
     }),
   );
   return results.filter((entry) => entry !== undefined);
-}
-
-/** The generated OpenAPI document restricted to one API's paths. */
-function documentFor(app: FastifyInstance, prefix: string) {
-  const document = app.swagger() as { paths?: Record<string, unknown>; info: Record<string, unknown> };
-  const paths = Object.fromEntries(Object.entries(document.paths ?? {}).filter(([path]) => path.startsWith(prefix)));
-  const title = prefix === '/CoreWebhook/' ? 'Core Webhooks API' : 'Core Purchase API';
-  return { ...document, info: { ...document.info, title }, paths };
 }

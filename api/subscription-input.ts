@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { InvalidInputError } from '../core/errors.ts';
+import { ConflictError, InvalidInputError } from '../core/errors.ts';
 import { isEventTypePattern, matchesEventType } from '../core/event-types.ts';
 import { checkWebhookUrl, type Cidr } from '../core/ssrf.ts';
 import { type AuthenticationMode, type Subscription } from '../core/subscriptions/subscription.ts';
@@ -17,40 +17,96 @@ export interface SubscriptionInput {
   description?: string | null;
 }
 
-export const subscriptionInputSchema = {
-  type: 'object',
-  additionalProperties: false,
-  properties: {
-    url: { type: 'string', minLength: 1, maxLength: 2048 },
-    eventTypes: { type: 'array', minItems: 1, maxItems: 100, items: { type: 'string', minLength: 1, maxLength: 200 } },
-    authenticationMode: { type: 'string', enum: ['None', 'ApiKey', 'Hmac', 'OAuth2'] },
-    signatureHeaderName: { type: 'string', pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$" },
-    hmacSecret: { type: 'string', minLength: 16, maxLength: 512 },
-    apiKey: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['headerName', 'value'],
-      properties: {
-        headerName: { type: 'string', pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$" },
-        value: { type: 'string', minLength: 1, maxLength: 2048 },
-      },
-    },
-    oauth2: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['tokenUrl', 'clientId', 'clientSecret'],
-      properties: {
-        tokenUrl: { type: 'string', minLength: 1, maxLength: 2048 },
-        clientId: { type: 'string', minLength: 1, maxLength: 512 },
-        clientSecret: { type: 'string', minLength: 1, maxLength: 2048 },
-        audience: { type: 'string', maxLength: 512 },
-        scope: { type: 'string', maxLength: 1024 },
-      },
-    },
-    supersedePendingDeliveries: { type: 'boolean' },
-    description: { type: ['string', 'null'], maxLength: 1000 },
+/** An HTTP header name (RFC 9110 token): signature and API-key headers are sent under it. */
+const headerName = { type: 'string', pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$" } as const;
+
+/**
+ * The fields of a subscription request (DESIGN §7): all of them may be sent to create one (url and eventTypes must),
+ * any subset to change one. `WebhookUrl` and `EventTypePattern` validate only the type and length; code checks the
+ * rest (see applySubscriptionInput), and the OpenAPI document states it (webhook-schemas.ts).
+ */
+export const subscriptionFields = {
+  url: { $ref: 'WebhookUrl#' },
+  eventTypes: {
+    type: 'array',
+    minItems: 1,
+    maxItems: 100,
+    description: 'event types to receive; `*` stands for exactly one whole segment (purchaseOrder.*)',
+    items: { $ref: 'EventTypePattern#' },
   },
+  authenticationMode: {
+    type: 'string',
+    enum: ['None', 'ApiKey', 'Hmac', 'OAuth2'],
+    description: 'how the receiver authenticates deliveries; None when absent at creation',
+  },
+  signatureHeaderName: { ...headerName, description: 'header carrying the HMAC signature (X-Webhook-Signature)' },
+  hmacSecret: {
+    type: 'string',
+    minLength: 16,
+    maxLength: 512,
+    writeOnly: true,
+    description: 'HMAC-SHA256 key; generated (32 random bytes, base64) when Hmac is chosen without one',
+  },
+  apiKey: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['headerName', 'value'],
+    description: 'sent as `headerName: value` with every delivery (authenticationMode ApiKey)',
+    properties: { headerName, value: { type: 'string', minLength: 1, maxLength: 2048, writeOnly: true } },
+  },
+  oauth2: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['tokenUrl', 'clientId', 'clientSecret'],
+    description: 'client-credentials grant whose access token is sent as a bearer token (authenticationMode OAuth2)',
+    properties: {
+      tokenUrl: { $ref: 'WebhookUrl#' },
+      clientId: { type: 'string', minLength: 1, maxLength: 512 },
+      clientSecret: { type: 'string', minLength: 1, maxLength: 2048, writeOnly: true },
+      audience: { type: 'string', maxLength: 512 },
+      scope: { type: 'string', maxLength: 1024 },
+    },
+  },
+  supersedePendingDeliveries: {
+    type: 'boolean',
+    description: 'a newer delivery of the same entity supersedes the pending ones (they end as superseded)',
+  },
+  description: { type: ['string', 'null'], maxLength: 1000 },
 } as const;
+
+const OCTET = '(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])';
+const IPV4 = `${OCTET}(?:\\.${OCTET}){3}`;
+const H16 = '[0-9A-Fa-f]{1,4}';
+const LS32 = `(?:${H16}:${H16}|${IPV4})`;
+/** RFC 3986 IPv6address, the forms the WHATWG URL parser accepts too. */
+const IPV6 = [
+  `(?:${H16}:){6}${LS32}`,
+  `::(?:${H16}:){5}${LS32}`,
+  `(?:${H16})?::(?:${H16}:){4}${LS32}`,
+  `(?:(?:${H16}:){0,1}${H16})?::(?:${H16}:){3}${LS32}`,
+  `(?:(?:${H16}:){0,2}${H16})?::(?:${H16}:){2}${LS32}`,
+  `(?:(?:${H16}:){0,3}${H16})?::${H16}:${LS32}`,
+  `(?:(?:${H16}:){0,4}${H16})?::${LS32}`,
+  `(?:(?:${H16}:){0,5}${H16})?::${H16}`,
+  `(?:(?:${H16}:){0,6}${H16})?::`,
+].join('|');
+const LABEL = '[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?';
+/** A DNS name whose last label starts with a letter: WHATWG parses a numeric last label as an IPv4 address. */
+const NAME = `(?:${LABEL}\\.)*[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?`;
+const PORT = '(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)';
+const PCHAR = "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})";
+
+/**
+ * The grammar of a subscriber URL, as the OpenAPI document states it and applySubscriptionInput enforces it: an
+ * absolute https URL (http too when allowed) with a DNS name, a dotted-quad IPv4 or a bracketed IPv6 host, an optional
+ * port, and a path, query and fragment of RFC 3986 characters (anything else percent-encoded). No user-info. Whether
+ * the host is allowed (not private, loopback…, and for a name, what it resolves to) is no matter of grammar.
+ */
+export function webhookUrlPattern(allowHttp: boolean): string {
+  const scheme = allowHttp ? 'https?' : 'https';
+  const host = `(?:${NAME}|${IPV4}|\\[(?:${IPV6})\\])`;
+  return `^${scheme}://${host}(?::${PORT})?(?:/${PCHAR}*)*(?:\\?(?:${PCHAR}|[/?])*)?(?:#(?:${PCHAR}|[/?])*)?$`;
+}
 
 export interface InputRules {
   allowHttp: boolean;
@@ -74,7 +130,7 @@ export async function applySubscriptionInput(
   if (creating && input.url === undefined) errors.push({ path: 'url', message: 'is required' });
   if (creating && input.eventTypes === undefined) errors.push({ path: 'eventTypes', message: 'is required' });
   if (input.url !== undefined) {
-    const problem = await checkWebhookUrl(input.url, rules);
+    const problem = await urlProblem(input.url, rules);
     if (problem) errors.push({ path: 'url', message: problem });
     next.url = input.url;
   }
@@ -99,7 +155,7 @@ export async function applySubscriptionInput(
     next.secrets.apiKey = input.apiKey.value;
   }
   if (input.oauth2 !== undefined) {
-    const problem = await checkWebhookUrl(input.oauth2.tokenUrl, rules);
+    const problem = await urlProblem(input.oauth2.tokenUrl, rules);
     if (problem) errors.push({ path: 'oauth2.tokenUrl', message: problem.replace(/^url/, 'tokenUrl') });
     next.oauth2 = {
       tokenUrl: input.oauth2.tokenUrl,
@@ -115,14 +171,37 @@ export async function applySubscriptionInput(
     generatedSecret = randomBytes(32).toString('base64');
     next.secrets.hmacSecret = generatedSecret;
   }
-  if (next.authenticationMode === 'ApiKey' && !next.secrets.apiKey) {
-    errors.push({ path: 'apiKey', message: 'is required when authenticationMode is ApiKey' });
-  }
-  if (next.authenticationMode === 'OAuth2' && !next.oauth2) {
-    errors.push({ path: 'oauth2', message: 'is required when authenticationMode is OAuth2' });
+  const missing =
+    next.authenticationMode === 'ApiKey' && !next.secrets.apiKey
+      ? 'apiKey'
+      : next.authenticationMode === 'OAuth2' && !next.oauth2
+        ? 'oauth2'
+        : undefined;
+  // A creation without the settings its mode needs is invalid in itself (the OpenAPI document says so: 400).
+  if (missing && creating) {
+    errors.push({ path: missing, message: `is required when authenticationMode is ${next.authenticationMode}` });
   }
   if (errors.length > 0) throw new InvalidInputError(errors);
+  // A change is valid in itself: whether the subscription has the settings its new mode needs (sent before, or in this
+  // request) depends on its stored state, so it is a conflict with that state (409), not a malformed request.
+  if (missing) {
+    throw new ConflictError(
+      `${missing} is required when authenticationMode is ${next.authenticationMode}, and the subscription has none: send it`,
+    );
+  }
   return { subscription: next, generatedSecret: generatedSecret ?? (creating ? next.secrets.hmacSecret : undefined) };
+}
+
+const URL_GRAMMAR = { https: new RegExp(webhookUrlPattern(false)), http: new RegExp(webhookUrlPattern(true)) };
+
+/** Why a subscriber (or token) URL is refused: its address rules (core/ssrf.ts), then the documented grammar. */
+async function urlProblem(url: string, rules: InputRules): Promise<string | undefined> {
+  const problem = await checkWebhookUrl(url, rules);
+  if (problem) return problem;
+  if (!(rules.allowHttp ? URL_GRAMMAR.http : URL_GRAMMAR.https).test(url)) {
+    return 'url must have a DNS name, dotted IPv4 or [IPv6] host, and only RFC 3986 characters (percent-encode others)';
+  }
+  return undefined;
 }
 
 /** The public view: secrets are write-only. */

@@ -7,7 +7,7 @@ import type { Delivery, StoredEvent } from '../core/deliveries/delivery.ts';
 import type { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import { listDeliveries, type HistoryQuery } from './delivery-history.ts';
 import { ConflictError, DependencyUnavailableError, InvalidInputError, NotFoundError } from '../core/errors.ts';
-import { pageQuerySchema, type PageQuery } from '../core/http/paging.ts';
+import type { PageQuery } from '../core/http/paging.ts';
 import { queuedDelivery, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import { buildEnvelope } from '../core/envelope.ts';
 import { randomBytes } from 'node:crypto';
@@ -15,11 +15,11 @@ import { deliveryIdFor, newId } from '../core/ids.ts';
 import type { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import {
   applySubscriptionInput,
-  subscriptionInputSchema,
   subscriptionView,
   type InputRules,
   type SubscriptionInput,
 } from './subscription-input.ts';
+import { webhookLinks, webhookOperations } from './webhook-operations.ts';
 
 export interface WebhookRoutesOptions {
   subscriptions: SubscriptionStore;
@@ -48,52 +48,6 @@ export interface WebhookRoutesOptions {
 /** An integration event raised by POST /Subscriptions/{id}/test, for that subscription only. */
 export type TestEvent = Omit<StoredEvent, 'payload'> & { payload: Buffer; testSubscriptionId: string };
 
-const idParams = {
-  type: 'object',
-  required: ['id'],
-  properties: { id: { type: 'string', minLength: 1, maxLength: 64 } },
-} as const;
-
-const nullable = (type: string, extra: Record<string, unknown> = {}) => ({ type: [type, 'null'], ...extra }) as const;
-
-/** A delivery series in the history (DESIGN §7); also the response schema, so the OpenAPI document shows it. */
-const deliverySchema = {
-  type: 'object',
-  required: ['id', 'eventId', 'eventType', 'subscriptionId', 'status', 'attemptCount', 'queuedAt'],
-  properties: {
-    id: { type: 'string' },
-    eventId: { type: 'string' },
-    eventType: { type: 'string' },
-    subscriptionId: { type: 'string' },
-    entityId: { type: 'string' },
-    status: { type: 'string', enum: ['queued', 'retrying', 'acknowledged', 'abandoned', 'superseded'] },
-    attemptCount: { type: 'integer' },
-    lastStatusCode: nullable('integer', { description: "the last attempt's HTTP status; null when no answer came" }),
-    lastErrorMessage: nullable('string', {
-      description: "the last attempt's error (the receiver's answer or transport)",
-    }),
-    nextRetryAt: nullable('string', { format: 'date-time' }),
-    queuedAt: { type: 'string', format: 'date-time' },
-    occurredAt: { type: 'string' },
-    replayOf: nullable('string'),
-    test: { type: 'boolean', description: 'a test delivery (POST /Subscriptions/{id}/test), not raised by an event' },
-    abandonReason: nullable('string', {
-      description: 'why the delivery ended without success (lifetime exceeded, subscription disabled or deleted…)',
-    }),
-  },
-} as const;
-
-const attemptSchema = {
-  type: 'object',
-  properties: {
-    attempt: { type: 'integer' },
-    at: { type: 'string', format: 'date-time' },
-    statusCode: nullable('integer'),
-    errorMessage: nullable('string'),
-    durationMs: { type: 'integer' },
-  },
-} as const;
-
 /** The webhook API under /CoreWebhook/REST/Webhooks (register inside a context that has the auth plugin). */
 export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (app, options) => {
   const { subscriptions, deliveries, catalogue } = options;
@@ -107,16 +61,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
 
   app.post<{ Body: SubscriptionInput; Headers: { 'idempotency-key'?: string } }>(
     '/Subscriptions',
-    {
-      schema: {
-        tags: ['Subscriptions'],
-        headers: {
-          type: 'object',
-          properties: { 'idempotency-key': { type: 'string', minLength: 1, maxLength: 255 } },
-        },
-        body: { ...subscriptionInputSchema, required: ['url', 'eventTypes'] },
-      },
-    },
+    { schema: webhookOperations.createSubscription, links: webhookLinks.createSubscription },
     async (request, reply) => {
       const tenantId = request.principal.tenantId;
       const key = request.headers['idempotency-key'];
@@ -166,7 +111,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
 
   app.get<{ Querystring: PageQuery }>(
     '/Subscriptions',
-    { schema: { tags: ['Subscriptions'], querystring: pageQuerySchema } },
+    { schema: webhookOperations.listSubscriptions, links: webhookLinks.listSubscriptions },
     async (request) => {
       const { limit, cursor } = request.query;
       const page = await subscriptions.pageByTenant(request.principal.tenantId, limit, cursor);
@@ -176,13 +121,13 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
 
   app.get<{ Params: { id: string } }>(
     '/Subscriptions/:id',
-    { schema: { tags: ['Subscriptions'], params: idParams } },
+    { schema: webhookOperations.getSubscription },
     async (request) => subscriptionView(await load(request.principal.tenantId, request.params.id)),
   );
 
   app.patch<{ Params: { id: string }; Body: SubscriptionInput }>(
     '/Subscriptions/:id',
-    { schema: { tags: ['Subscriptions'], params: idParams, body: subscriptionInputSchema } },
+    { schema: webhookOperations.updateSubscription },
     async (request) => {
       const current = await load(request.principal.tenantId, request.params.id);
       const { subscription, generatedSecret } = await applySubscriptionInput(current, request.body, rules, false);
@@ -200,7 +145,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
 
   app.delete<{ Params: { id: string } }>(
     '/Subscriptions/:id',
-    { schema: { tags: ['Subscriptions'], params: idParams } },
+    { schema: webhookOperations.deleteSubscription },
     async (request, reply) => {
       await load(request.principal.tenantId, request.params.id);
       await subscriptions.delete(request.principal.tenantId, request.params.id);
@@ -210,18 +155,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
 
   app.patch<{ Params: { id: string }; Body: { status: 'enabled' | 'disabled' } }>(
     '/Subscriptions/:id/status',
-    {
-      schema: {
-        tags: ['Subscriptions'],
-        params: idParams,
-        body: {
-          type: 'object',
-          required: ['status'],
-          additionalProperties: false,
-          properties: { status: { type: 'string', enum: ['enabled', 'disabled'] } },
-        },
-      },
-    },
+    { schema: webhookOperations.setSubscriptionStatus },
     async (request) => {
       const { tenantId } = request.principal;
       if (!(await subscriptions.setStatus(tenantId, request.params.id, request.body.status, new Date()))) {
@@ -233,7 +167,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
 
   app.post<{ Params: { id: string } }>(
     '/Subscriptions/:id/secret/rotate',
-    { schema: { tags: ['Subscriptions'], params: idParams } },
+    { schema: webhookOperations.rotateSubscriptionSecret },
     async (request) => {
       const subscription = await load(request.principal.tenantId, request.params.id);
       if (subscription.authenticationMode !== 'Hmac') {
@@ -249,7 +183,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
 
   app.post<{ Params: { id: string } }>(
     '/Deliveries/:id/replay',
-    { schema: { tags: ['Deliveries'], params: idParams, response: { 202: deliverySchema } } },
+    { schema: webhookOperations.replayDelivery, links: webhookLinks.replayDelivery },
     async (request, reply) => {
       const { tenantId } = request.principal;
       const original = await deliveries.get(tenantId, request.params.id);
@@ -295,23 +229,18 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
     },
   );
 
-  app.get('/EventTypes', { schema: { tags: ['EventTypes'] } }, async () => ({
-    items: catalogue.list(),
-    nextCursor: null,
-  }));
+  app.get(
+    '/EventTypes',
+    { schema: webhookOperations.listEventTypes, links: webhookLinks.listEventTypes },
+    async () => ({
+      items: catalogue.list(),
+      nextCursor: null,
+    }),
+  );
 
   app.get<{ Params: { name: string } }>(
     '/EventTypes/:name',
-    {
-      schema: {
-        tags: ['EventTypes'],
-        params: {
-          type: 'object',
-          required: ['name'],
-          properties: { name: { type: 'string', minLength: 1, maxLength: 200 } },
-        },
-      },
-    },
+    { schema: webhookOperations.getEventType },
     async (request) => {
       const eventType = catalogue.get(request.params.name);
       if (!eventType) throw new NotFoundError('event type', request.params.name);
@@ -321,18 +250,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
 
   app.post<{ Params: { id: string }; Body: { eventType: string } }>(
     '/Subscriptions/:id/test',
-    {
-      schema: {
-        tags: ['Subscriptions'],
-        params: idParams,
-        body: {
-          type: 'object',
-          required: ['eventType'],
-          additionalProperties: false,
-          properties: { eventType: { type: 'string', minLength: 1, maxLength: 200 } },
-        },
-      },
-    },
+    { schema: webhookOperations.sendTestEvent },
     async (request, reply) => {
       const { tenantId } = request.principal;
       const subscription = await load(tenantId, request.params.id);
@@ -342,7 +260,8 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
           { path: 'eventType', message: `unknown event type ${request.body.eventType}; GET /EventTypes lists them` },
         ]);
       }
-      if (eventType.example === null) throw new ConflictError(`event type ${eventType.eventType} has no example payload`);
+      if (eventType.example === null)
+        throw new ConflictError(`event type ${eventType.eventType} has no example payload`);
       if (subscription.status !== 'enabled') {
         throw new ConflictError(`subscription ${subscription.id} is disabled: enable it to receive test events`);
       }
@@ -371,29 +290,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
 
   app.get<{ Querystring: Omit<HistoryQuery, 'tenantId'> }>(
     '/Deliveries',
-    {
-      schema: {
-        tags: ['Deliveries'],
-        querystring: {
-          type: 'object',
-          additionalProperties: false,
-          properties: {
-            subscriptionId: { type: 'string', minLength: 1, maxLength: 64 },
-            eventId: { type: 'string', minLength: 1, maxLength: 64 },
-            eventType: { type: 'string', minLength: 1, maxLength: 200 },
-            status: { type: 'string', enum: ['queued', 'retrying', 'acknowledged', 'abandoned', 'superseded'] },
-            limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 },
-            cursor: { type: 'string', minLength: 1, maxLength: 500 },
-          },
-        },
-        response: {
-          200: {
-            type: 'object',
-            properties: { items: { type: 'array', items: deliverySchema }, nextCursor: nullable('string') },
-          },
-        },
-      },
-    },
+    { schema: webhookOperations.listDeliveries, links: webhookLinks.listDeliveries },
     async (request) => {
       const page = await listDeliveries(
         deliveries,
@@ -406,18 +303,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
 
   app.get<{ Params: { id: string } }>(
     '/Deliveries/:id',
-    {
-      schema: {
-        tags: ['Deliveries'],
-        params: idParams,
-        response: {
-          200: {
-            ...deliverySchema,
-            properties: { ...deliverySchema.properties, attempts: { type: 'array', items: attemptSchema } },
-          },
-        },
-      },
-    },
+    { schema: webhookOperations.getDelivery, links: webhookLinks.getDelivery },
     async (request) => {
       const { tenantId } = request.principal;
       const delivery = await deliveries.get(tenantId, request.params.id);

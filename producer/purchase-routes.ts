@@ -1,7 +1,7 @@
 import type {} from '@fastify/swagger';
 import type { FastifyPluginAsync } from 'fastify';
 import { ConflictError, InvalidInputError, NotFoundError } from '../core/errors.ts';
-import { pageQuerySchema, type PageQuery } from '../core/http/paging.ts';
+import type { PageQuery } from '../core/http/paging.ts';
 import { newId } from '../core/ids.ts';
 import { isDecimal, isPositive } from './money.ts';
 import {
@@ -15,10 +15,10 @@ import {
   type Item,
   type PurchaseOrderDTO,
 } from './purchase-order.ts';
+import { CURRENCIES, NUMBER_QUANTITY, purchaseLinks, purchaseOperations } from './purchase-schemas.ts';
 import type { PurchaseStore } from './purchase-store.ts';
 
-const CURRENCIES = new Set(Intl.supportedValuesOf('currency'));
-const MAX_ROWS = 5000;
+const CURRENCY_CODES = new Set(CURRENCIES);
 /**
  * Largest order body, in bytes of JSON. Large bodies are stored in chunks, so the bound comes from the event: it must
  * fit in one Kafka record of the purchase events topic (max.message.bytes 64 MiB). 5,000 rows of 2,000 four-byte
@@ -26,38 +26,11 @@ const MAX_ROWS = 5000;
  */
 const MAX_ORDER_BYTES = 56 * 1024 * 1024;
 
-const idParams = {
-  type: 'object',
-  required: ['id'],
-  properties: { id: { type: 'string', minLength: 1, maxLength: 64 } },
-} as const;
-
 interface OrderBody {
   supplierName: string;
   currency: string;
   rows: { itemId: string; quantity: string | number; description?: string | null }[];
 }
-
-/** The fields of an order in a request body: all of them to create one, those to change to amend one. */
-const orderProperties = {
-  supplierName: { type: 'string', minLength: 1, maxLength: 200 },
-  currency: { type: 'string', pattern: '^[A-Z]{3}$' },
-  rows: {
-    type: 'array',
-    minItems: 1,
-    maxItems: MAX_ROWS,
-    items: {
-      type: 'object',
-      required: ['itemId', 'quantity'],
-      additionalProperties: false,
-      properties: {
-        itemId: { type: 'string', minLength: 1, maxLength: 64 },
-        quantity: { type: ['string', 'number'] },
-        description: { type: ['string', 'null'], maxLength: 2000 },
-      },
-    },
-  },
-} as const;
 
 /** The purchase API under /CorePurchase/REST (register inside a context that has the auth plugin). */
 export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = async (app, { store }) => {
@@ -70,16 +43,16 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
         )
       : new Map<string, Item>();
     const errors: { path: string; message: string }[] = [];
-    if (body.currency !== undefined && !CURRENCIES.has(body.currency))
+    if (body.currency !== undefined && !CURRENCY_CODES.has(body.currency))
       errors.push({ path: 'currency', message: 'is not an ISO 4217 currency code' });
     const rows = body.rows?.map((row, index) => {
-      const quantity = String(row.quantity);
+      const quantity = decimalQuantity(row.quantity);
       const item = items.get(row.itemId);
       if (!item) errors.push({ path: `rows.${index}.itemId`, message: 'is not an item of this tenant' });
-      if (!isDecimal(quantity) || !isPositive(quantity)) {
+      if (quantity === undefined || !isDecimal(quantity) || !isPositive(quantity)) {
         errors.push({ path: `rows.${index}.quantity`, message: 'must be a positive decimal number' });
       }
-      return { item: item!, quantity, description: row.description ?? null };
+      return { item: item!, quantity: quantity!, description: row.description ?? null };
     });
     if (errors.length > 0) throw new InvalidInputError(errors);
     return { rows };
@@ -87,21 +60,7 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
 
   app.post<{ Body: { code: string; name: string; unitPrice: string } }>(
     '/Items',
-    {
-      schema: {
-        tags: ['Items'],
-        body: {
-          type: 'object',
-          required: ['code', 'name', 'unitPrice'],
-          additionalProperties: false,
-          properties: {
-            code: { type: 'string', minLength: 1, maxLength: 64 },
-            name: { type: 'string', minLength: 1, maxLength: 200 },
-            unitPrice: { type: 'string', description: 'decimal string, e.g. "12.50"' },
-          },
-        },
-      },
-    },
+    { schema: purchaseOperations.createItem },
     async (request, reply) => {
       const { code, name, unitPrice } = request.body;
       if (!isDecimal(unitPrice) || !isPositive(unitPrice)) {
@@ -115,25 +74,16 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
     },
   );
 
-  app.get<{ Querystring: PageQuery }>(
-    '/Items',
-    { schema: { tags: ['Items'], querystring: pageQuerySchema } },
-    async (request) => store.pageItems(request.principal.tenantId, request.query.limit, request.query.cursor),
+  app.get<{ Querystring: PageQuery }>('/Items', { schema: purchaseOperations.listItems }, async (request) =>
+    store.pageItems(request.principal.tenantId, request.query.limit, request.query.cursor),
   );
 
   app.post<{ Body: OrderBody }>(
     '/PurchaseOrders',
     {
       bodyLimit: 64 * 1024 * 1024,
-      schema: {
-        tags: ['PurchaseOrders'],
-        body: {
-          type: 'object',
-          required: ['supplierName', 'currency', 'rows'],
-          additionalProperties: false,
-          properties: orderProperties,
-        },
-      },
+      schema: purchaseOperations.createPurchaseOrder,
+      links: purchaseLinks.createPurchaseOrder,
     },
     async (request, reply) => {
       const tenantId = request.principal.tenantId;
@@ -161,7 +111,7 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
 
   app.get<{ Params: { id: string } }>(
     '/PurchaseOrders/:id',
-    { schema: { tags: ['PurchaseOrders'], params: idParams } },
+    { schema: purchaseOperations.getPurchaseOrder, links: purchaseLinks.getPurchaseOrder },
     async (request, reply) => {
       const order = await load(request.principal.tenantId, request.params.id);
       // The stored text is the serializer's output: send it as is, so GET and event payload are the same bytes.
@@ -203,7 +153,7 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
   const transition = (action: 'validate' | 'cancel') =>
     app.post<{ Params: { id: string } }>(
       `/PurchaseOrders/:id/${action}`,
-      { schema: { tags: ['PurchaseOrders'], params: idParams } },
+      { schema: purchaseOperations[`${action}PurchaseOrder`], links: purchaseLinks[`${action}PurchaseOrder`] },
       async (request, reply) => {
         const tenantId = request.principal.tenantId;
         const id = request.params.id;
@@ -230,23 +180,8 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
     '/PurchaseOrders/:id/amend',
     {
       bodyLimit: 64 * 1024 * 1024,
-      schema: {
-        tags: ['PurchaseOrders'],
-        summary: 'Amend a validated order into a new draft',
-        description:
-          'Creates a draft amending the validated order (`amends` = its id), with the fields of the optional body ' +
-          'changed; new `rows` replace all rows. An order has at most one open amendment: amending it again while ' +
-          'that draft is still a Draft answers 409. Validating the draft raises purchaseOrder.validated under its id.',
-        params: idParams,
-        // Optional: fastify validates an absent body as null. (The generated OpenAPI still marks a requestBody with a
-        // schema as required; the description says otherwise.)
-        body: {
-          type: ['object', 'null'],
-          description: 'Optional: the fields to change; without a body the draft is a copy of the order.',
-          additionalProperties: false,
-          properties: orderProperties,
-        },
-      },
+      schema: purchaseOperations.amendPurchaseOrder,
+      links: purchaseLinks.amendPurchaseOrder,
     },
     async (request, reply) => {
       const tenantId = request.principal.tenantId;
@@ -286,6 +221,21 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
     },
   );
 };
+
+/**
+ * A row's quantity as a decimal string: a string as sent; a JSON number from 0.000001 to below 1e21 (the range where
+ * JavaScript writes it without an exponent) in its shortest decimal form, rounded half-up to the 18 fraction digits a
+ * quantity has at most (a float's last digits are noise anyway). Undefined for other numbers.
+ */
+function decimalQuantity(quantity: string | number): string | undefined {
+  if (typeof quantity === 'string') return quantity;
+  if (!(quantity >= NUMBER_QUANTITY.minimum && quantity < NUMBER_QUANTITY.below)) return undefined;
+  const [whole, fraction = ''] = String(quantity).split('.') as [string, string?];
+  if (fraction.length <= 18) return String(quantity);
+  const units = BigInt(whole + fraction.slice(0, 18)) + (fraction[18]! >= '5' ? 1n : 0n);
+  const digits = units.toString().padStart(19, '0');
+  return `${digits.slice(0, -18)}.${digits.slice(-18)}`;
+}
 
 /** Refuses an order whose body would not fit in one event (see MAX_ORDER_BYTES). */
 function checkSize(dto: PurchaseOrderDTO): void {

@@ -1,11 +1,10 @@
+import { cursorParameter, limitParameter } from './openapi.ts';
+
 /** Query string of the list endpoints (DESIGN §7): `limit` 1–500, default 50, and an opaque `cursor`. */
 export const pageQuerySchema = {
   type: 'object',
   additionalProperties: false,
-  properties: {
-    limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 },
-    cursor: { type: 'string', minLength: 1, maxLength: 2000 },
-  },
+  properties: { limit: limitParameter, cursor: cursorParameter },
 } as const;
 
 export interface PageQuery {

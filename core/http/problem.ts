@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { isUnreachable } from '../cassandra.ts';
 import { ConflictError, DependencyUnavailableError, DomainError, InvalidInputError, NotFoundError } from '../errors.ts';
@@ -73,7 +75,66 @@ export function installErrorHandler(app: FastifyInstance): void {
       detail: status >= 500 ? 'the request could not be completed; it is safe to retry' : error.message,
     });
   });
+  const allowed = allowedMethods(app);
+  // A known path with another method is a 405 naming the methods it has (RFC 9110 §15.5.6), not a missing resource;
+  // answered on request, before fastify reads a body (a QUERY without Content-Type would otherwise be a 400).
+  app.addHook('onRequest', async (request, reply) => {
+    const allow = request.is404 ? allowed(request.url) : undefined;
+    if (allow === undefined) return;
+    return sendProblem(reply.header('allow', allow), {
+      status: 405,
+      title: 'Method not allowed',
+      detail: `${request.method} is not allowed here; allowed: ${allow}`,
+    });
+  });
   app.setNotFoundHandler((request, reply) =>
     sendProblem(reply, { status: 404, title: 'Not found', detail: `no route ${request.method} ${request.url}` }),
   );
+}
+
+/**
+ * The methods of the routes registered from now on, by path: a function answering the `Allow` value of a request URL
+ * whose path some route has (a route's `:param` matches one segment), or undefined.
+ */
+function allowedMethods(app: FastifyInstance): (url: string) => string | undefined {
+  const routes = new Map<string, { path: RegExp; methods: Set<string> }>();
+  app.addHook('onRoute', (route) => {
+    const entry = routes.get(route.url) ?? {
+      path: new RegExp(`^${route.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[^/]+/g, '[^/]+')}$`),
+      methods: new Set<string>(),
+    };
+    for (const method of [route.method].flat()) entry.methods.add(method);
+    routes.set(route.url, entry);
+  });
+  return (url) => {
+    const path = url.split('?', 1)[0]!;
+    const methods = new Set<string>();
+    for (const route of routes.values())
+      if (route.path.test(path)) for (const method of route.methods) methods.add(method);
+    return methods.size > 0 ? [...methods].sort().join(', ') : undefined;
+  };
+}
+
+/**
+ * Fastify's clientErrorHandler: what Node's HTTP parser refuses before any route sees the request (a request line or
+ * headers over its 16 KiB limit, a malformed request) is answered with a problem document too, as fastify's default
+ * handler does with its own JSON.
+ */
+export function clientErrorHandler(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, detail] =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'the request line and headers exceed the 16 KiB the server reads']
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'the request was not received in time']
+        : [400, 'the request is not valid HTTP'];
+  const title = STATUS_CODES[status]!;
+  const body = JSON.stringify({ type: 'about:blank', title, status, detail });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${title}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Content-Type: application/problem+json\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(error);
 }

@@ -649,12 +649,21 @@ describe('purchase service', () => {
 
       // The OpenAPI document describes the optional body.
       const document = await fetch(`${base}/CorePurchase/openapi.json`).then(
-        (response) => response.json() as Promise<{ paths: Record<string, { post?: { requestBody?: unknown } }> }>,
+        (response) =>
+          response.json() as Promise<{
+            paths: Record<string, { post?: { requestBody?: unknown } }>;
+            components: { schemas: Record<string, unknown> };
+          }>,
       );
       const route = Object.entries(document.paths).find(([path]) => path.endsWith('/amend'))?.[1];
       expect(route?.post?.requestBody).toMatchObject({
+        required: false,
         description: expect.stringMatching(/^Optional/),
-        content: { 'application/json': { schema: { properties: { supplierName: {}, currency: {}, rows: {} } } } },
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/PurchaseOrderAmend' } } },
+      });
+      expect(document.components.schemas.PurchaseOrderAmend).toMatchObject({
+        nullable: true,
+        properties: { supplierName: {}, currency: {}, rows: {} },
       });
     });
 

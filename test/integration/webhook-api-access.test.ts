@@ -348,7 +348,9 @@ describe('webhook API: access', () => {
           'DELETE /CoreWebhook/REST/Webhooks/Subscriptions/{id}',
           'PATCH /CoreWebhook/REST/Webhooks/Subscriptions/{id}/status',
           'POST /CoreWebhook/REST/Webhooks/Subscriptions/{id}/secret/rotate',
+          'POST /CoreWebhook/REST/Webhooks/Subscriptions/{id}/test',
           'GET /CoreWebhook/REST/Webhooks/EventTypes',
+          'GET /CoreWebhook/REST/Webhooks/EventTypes/{name}',
           'GET /CoreWebhook/REST/Webhooks/Deliveries',
           'GET /CoreWebhook/REST/Webhooks/Deliveries/{id}',
           'POST /CoreWebhook/REST/Webhooks/Deliveries/{id}/replay',
@@ -356,23 +358,21 @@ describe('webhook API: access', () => {
       );
     });
 
+    type Schema = { $ref?: string; properties?: Record<string, unknown> };
+
     it('documents a delivery with its abandonReason apart from the last error', async () => {
       const document = (await documentAt('/CoreWebhook/openapi.json')) as unknown as {
         paths: Record<
           string,
-          Record<
-            string,
-            {
-              responses: Record<
-                string,
-                { content: Record<string, { schema: { properties: Record<string, unknown> } }> }
-              >;
-            }
-          >
+          Record<string, { responses: Record<string, { content: Record<string, { schema: Schema }> }> }>
         >;
+        components: { schemas: Record<string, Schema> };
       };
       const one = document.paths['/CoreWebhook/REST/Webhooks/Deliveries/{id}']!.get!.responses['200']!;
-      const properties = one.content['application/json']!.schema.properties;
+      const schema = one.content['application/json']!.schema;
+      // The answer is a named component: #/components/schemas/DeliveryDetail.
+      expect(schema.$ref).toBe('#/components/schemas/DeliveryDetail');
+      const properties = document.components.schemas.DeliveryDetail!.properties!;
       expect(Object.keys(properties)).toEqual(
         expect.arrayContaining(['lastStatusCode', 'lastErrorMessage', 'abandonReason', 'attempts']),
       );

@@ -160,7 +160,7 @@ describe('webhook API: subscriptions', () => {
       'purchaseOrder.validated',
     ]);
     for (const item of answer.body.items) {
-      expect(Object.keys(item).sort()).toEqual(['description', 'eventType', 'service']);
+      expect(Object.keys(item).sort()).toEqual(['description', 'eventType', 'example', 'payloadSchema', 'service']);
       expect(item.service).toBe('purchase');
       expect(item.description).not.toBe('');
     }

@@ -161,8 +161,6 @@ describe('webhook API: validation', () => {
       ['eventTypes empty', { eventTypes: [] }, 'eventTypes'],
       ['eventTypes not in the catalogue', { eventTypes: ['nope.*'] }, 'eventTypes.0'],
       ['authenticationMode not in the enum', { authenticationMode: 'none' }, 'authenticationMode'],
-      ['switch to ApiKey without apiKey', { authenticationMode: 'ApiKey' }, 'apiKey'],
-      ['switch to OAuth2 without oauth2', { authenticationMode: 'OAuth2' }, 'oauth2'],
       ['an unknown property', { id: 'another-id' }, 'id'],
       ['status (it has its own endpoint)', { status: 'disabled' }, 'status'],
     ];
@@ -171,6 +169,29 @@ describe('webhook API: validation', () => {
       expectProblem(await hooks('PATCH', `/Subscriptions/${original.id}`, body), 400, path);
       expect((await hooks('GET', `/Subscriptions/${original.id}`)).body).toEqual(original);
     });
+  });
+
+  it('PATCH /Subscriptions/{id} answers 409 for a switch to ApiKey or OAuth2 the subscription has no settings for', async () => {
+    // The request is valid in itself (the same body succeeds on a subscription that has the settings): it conflicts
+    // with the stored subscription, which has no apiKey or oauth2 to switch to.
+    const created = (await create(subscriptionBody())).body;
+    for (const [mode, field] of [
+      ['ApiKey', 'apiKey'],
+      ['OAuth2', 'oauth2'],
+    ]) {
+      const problem = expectProblem(
+        await hooks('PATCH', `/Subscriptions/${created.id}`, { authenticationMode: mode }),
+        409,
+      );
+      expect(problem.detail).toMatch(new RegExp(`^${field} is required`));
+    }
+    expect((await hooks('GET', `/Subscriptions/${created.id}`)).body).toEqual(created);
+    const withKey = { authenticationMode: 'ApiKey', apiKey: { headerName: 'X-Key', value: 'k' } };
+    expect((await hooks('PATCH', `/Subscriptions/${created.id}`, withKey)).status).toBe(200);
+    expect((await hooks('PATCH', `/Subscriptions/${created.id}`, { authenticationMode: 'None' })).status).toBe(200);
+    const back = await hooks('PATCH', `/Subscriptions/${created.id}`, { authenticationMode: 'ApiKey' });
+    expect(back.status, back.text).toBe(200);
+    expect(back.body.apiKey).toEqual({ headerName: 'X-Key' });
   });
 
   it('PATCH /Subscriptions/{id}/status answers 400 for a bad status value', async () => {

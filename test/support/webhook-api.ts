@@ -50,6 +50,8 @@ export interface DeliveryView {
   queuedAt: string;
   occurredAt: string;
   replayOf: string | null;
+  /** A test delivery (POST /Subscriptions/{id}/test); always in answers, optional for the tests' own rows. */
+  test?: boolean;
   abandonReason: string | null;
   attempts?: {
     attempt: number;
