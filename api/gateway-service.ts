@@ -13,6 +13,8 @@ import { parseCidrs } from '../core/ssrf.ts';
 import { IdempotencyStore } from '../core/subscriptions/idempotency-store.ts';
 import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
+import { ReplayJobStore } from '../core/replay-jobs/replay-job-store.ts';
+import type { ReplayJobRoutesOptions } from './replay-job-routes.ts';
 import { startPurchaseService } from '../producer/purchase-service.ts';
 import { CONSOLE_ROOT } from './console-routes.ts';
 import { buildGateway, type ReadinessCheck } from './gateway.ts';
@@ -46,6 +48,7 @@ export async function startGateway(
     },
   ];
   let webhook;
+  let replayJobs: ReplayJobRoutesOptions | undefined;
   let publisher: Publisher | undefined;
   if (apis.webhook) {
     const replays = await Publisher.connect(platform.kafka);
@@ -83,12 +86,19 @@ export async function startGateway(
         resolve: async (host: string) => (await lookup(host, { all: true })).map((entry) => entry.address),
       },
     };
+    // Jobs are only recorded here; the routers' replay runners carry them out.
+    const subscriptions = webhook.subscriptions;
+    replayJobs = {
+      jobs: new ReplayJobStore(platform.db, config.webhook.historyRetentionMs),
+      subscriptionExists: async (tenantId, id) => (await subscriptions.get(tenantId, id)) !== undefined,
+    };
   }
   const app = await buildGateway({
     logger,
     verifier,
     integrators,
     webhook,
+    replayJobs,
     purchase: purchase ? { store: purchase.store } : undefined,
     readiness,
     // The operator console calls the webhook API; its sign-in goes to the identity provider through the gateway.

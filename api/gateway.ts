@@ -12,12 +12,16 @@ import type { PurchaseStore } from '../producer/purchase-store.ts';
 import { consoleRoutes, type ConsoleOptions } from './console-routes.ts';
 import { webhookRoutes, type WebhookRoutesOptions } from './webhook-routes.ts';
 import { webhookComponents, webhookOverrides } from './webhook-schemas.ts';
+import { replayJobRoutes, type ReplayJobRoutesOptions } from './replay-job-routes.ts';
+import { replayJobOverrides } from './replay-job-schemas.ts';
 
 export interface GatewayDeps {
   logger: Logger;
   verifier: TokenVerifier;
   integrators: IntegratorDirectory;
   webhook?: WebhookRoutesOptions;
+  /** Bulk replay jobs (POST /Deliveries/replay, /ReplayJobs), in the webhook API beside its other routes. */
+  replayJobs?: ReplayJobRoutesOptions;
   purchase?: { store: PurchaseStore };
   /** The operator console under /console (static files and its sign-in route), hidden from the OpenAPI documents. */
   console?: ConsoleOptions;
@@ -91,16 +95,15 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
         await api.register(authPlugin, { api: 'webhook', verifier: deps.verifier, integrators: deps.integrators });
         for (const schema of webhookComponents) api.addSchema(schema);
         await api.register(webhookRoutes, options);
+        if (deps.replayJobs) await api.register(replayJobRoutes, deps.replayJobs);
       },
       { prefix: '/CoreWebhook/REST/Webhooks' },
     );
     app.get('/CoreWebhook/openapi.json', { schema: { hide: true } }, async () =>
-      documentOf(
-        app.swagger() as OpenApiDocument,
-        '/CoreWebhook/',
-        'Core Webhooks API',
-        webhookOverrides(options.rules.allowHttp, options.catalogue.list()),
-      ),
+      documentOf(app.swagger() as OpenApiDocument, '/CoreWebhook/', 'Core Webhooks API', {
+        ...webhookOverrides(options.rules.allowHttp, options.catalogue.list()),
+        ...replayJobOverrides,
+      }),
     );
   }
   if (deps.purchase) {

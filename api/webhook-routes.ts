@@ -8,8 +8,8 @@ import type { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import { listDeliveries, type HistoryQuery } from './delivery-history.ts';
 import { ConflictError, DependencyUnavailableError, InvalidInputError, NotFoundError } from '../core/errors.ts';
 import type { PageQuery } from '../core/http/paging.ts';
-import { queuedDelivery, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
-import { buildEnvelope } from '../core/envelope.ts';
+import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import { queueReplays, replayable, replayRecord } from '../core/deliveries/replay.ts';
 import { randomBytes } from 'node:crypto';
 import { deliveryIdFor, newId } from '../core/ids.ts';
 import type { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
@@ -188,44 +188,21 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       const { tenantId } = request.principal;
       const original = await deliveries.get(tenantId, request.params.id);
       if (!original) throw new NotFoundError('delivery', request.params.id);
-      if (original.status === 'queued' || original.status === 'retrying') {
-        throw new ConflictError(`delivery ${original.id} is still ${original.status}; replay it once it has ended`);
-      }
-      const event = await deliveries.getEvent(tenantId, original.eventId);
-      if (!event) throw new ConflictError(`the event of delivery ${original.id} is past its retention`);
-      if (!(await subscriptions.get(tenantId, original.subscriptionId))) {
-        throw new ConflictError(`subscription ${original.subscriptionId} was deleted`);
-      }
-      // Same event, same envelope bytes and signature; a new series with its own id, starting at attempt 1.
-      const record: DeliveryRecord = {
-        deliveryId: newId(),
-        tenantId,
-        subscriptionId: original.subscriptionId,
-        eventId: original.eventId,
-        eventType: original.eventType,
-        entityId: original.entityId,
-        occurredAt: original.occurredAt,
-        queuedAt: Date.now(),
-        attempt: 1,
-        dueAt: 0,
-        // Exactly the bytes first sent, whatever the payload limit is now: a payload is kept only when it was
-        // embedded (router), so a kept one is embedded again and a missing one omitted again; the signature matches.
-        envelope: buildEnvelope(
-          { ...event, subscriptionId: original.subscriptionId },
-          event.payload,
-          Number.POSITIVE_INFINITY,
-        ),
-        signature: original.signature,
-        replayOf: original.id,
-        ...(original.test ? { test: true } : {}),
-      };
-      const replay = queuedDelivery(record);
-      // Sent first, stored second: a failed send leaves no row that nothing will ever send. The dispatcher's writes are
-      // stamped after this one (write-time.ts) and carry the series' fields, so the order of the two does not matter.
-      await withinTimeout(options.enqueue(record), options.dependencyTimeoutMs, 'Kafka');
-      await deliveries.insertDelivery(replay);
+      // The replay rules, shared with bulk replay jobs (core/deliveries/replay.ts): same event, same envelope bytes and
+      // signature; a new series with its own id, starting at attempt 1; sent first, stored second.
+      const decision = await replayable(original, {
+        getEvent: (tenant, eventId) => deliveries.getEvent(tenant, eventId),
+        subscriptionExists: async (tenant, id) => (await subscriptions.get(tenant, id)) !== undefined,
+      });
+      if ('refused' in decision) throw new ConflictError(decision.refused);
+      const record = replayRecord(original, decision.event, { deliveryId: newId(), queuedAt: Date.now() });
+      const [replay] = await queueReplays(
+        [record],
+        (records) => withinTimeout(options.enqueue(records[0]!), options.dependencyTimeoutMs, 'Kafka'),
+        (delivery) => deliveries.insertDelivery(delivery),
+      );
       // Relative to …/Deliveries/{id}/replay, so it resolves to …/Deliveries/{new id}.
-      return reply.code(202).header('location', `../${replay.id}`).send(deliveryView(replay));
+      return reply.code(202).header('location', `../${replay!.id}`).send(deliveryView(replay!));
     },
   );
 
