@@ -227,7 +227,7 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
  * JavaScript writes it without an exponent) in its shortest decimal form, rounded half-up to the 18 fraction digits a
  * quantity has at most (a float's last digits are noise anyway). Undefined for other numbers.
  */
-function decimalQuantity(quantity: string | number): string | undefined {
+export function decimalQuantity(quantity: string | number): string | undefined {
   if (typeof quantity === 'string') return quantity;
   if (!(quantity >= NUMBER_QUANTITY.minimum && quantity < NUMBER_QUANTITY.below)) return undefined;
   const [whole, fraction = ''] = String(quantity).split('.') as [string, string?];

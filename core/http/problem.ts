@@ -94,13 +94,15 @@ export function installErrorHandler(app: FastifyInstance): void {
 
 /**
  * The methods of the routes registered from now on, by path: a function answering the `Allow` value of a request URL
- * whose path some route has (a route's `:param` matches one segment), or undefined.
+ * whose path some route has, or undefined. A route's `:param` matches one segment; where a path matches several routes
+ * (/Deliveries/replay and /Deliveries/:id), the ones with the fewest parameters name it, as the router prefers them.
  */
 function allowedMethods(app: FastifyInstance): (url: string) => string | undefined {
-  const routes = new Map<string, { path: RegExp; methods: Set<string> }>();
+  const routes = new Map<string, { path: RegExp; params: number; methods: Set<string> }>();
   app.addHook('onRoute', (route) => {
     const entry = routes.get(route.url) ?? {
       path: new RegExp(`^${route.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[^/]+/g, '[^/]+')}$`),
+      params: route.url.split(':').length - 1,
       methods: new Set<string>(),
     };
     for (const method of [route.method].flat()) entry.methods.add(method);
@@ -108,9 +110,9 @@ function allowedMethods(app: FastifyInstance): (url: string) => string | undefin
   });
   return (url) => {
     const path = url.split('?', 1)[0]!;
-    const methods = new Set<string>();
-    for (const route of routes.values())
-      if (route.path.test(path)) for (const method of route.methods) methods.add(method);
+    const matching = [...routes.values()].filter((route) => route.path.test(path));
+    const fewest = Math.min(...matching.map((route) => route.params));
+    const methods = new Set(matching.filter((route) => route.params === fewest).flatMap((route) => [...route.methods]));
     return methods.size > 0 ? [...methods].sort().join(', ') : undefined;
   };
 }

@@ -354,6 +354,10 @@ describe('webhook API: access', () => {
           'GET /CoreWebhook/REST/Webhooks/Deliveries',
           'GET /CoreWebhook/REST/Webhooks/Deliveries/{id}',
           'POST /CoreWebhook/REST/Webhooks/Deliveries/{id}/replay',
+          'POST /CoreWebhook/REST/Webhooks/Deliveries/replay',
+          'GET /CoreWebhook/REST/Webhooks/ReplayJobs',
+          'GET /CoreWebhook/REST/Webhooks/ReplayJobs/{id}',
+          'POST /CoreWebhook/REST/Webhooks/ReplayJobs/{id}/cancel',
         ].sort(),
       );
     });
