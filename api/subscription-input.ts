@@ -15,6 +15,7 @@ export interface SubscriptionInput {
   oauth2?: { tokenUrl: string; clientId: string; clientSecret: string; audience?: string; scope?: string };
   supersedePendingDeliveries?: boolean;
   description?: string | null;
+  maxDeliveriesPerSecond?: number | null;
 }
 
 /** An HTTP header name (RFC 9110 token): signature and API-key headers are sent under it. */
@@ -72,6 +73,14 @@ export const subscriptionFields = {
     description: 'a newer delivery of the same entity supersedes the pending ones (they end as superseded)',
   },
   description: { type: ['string', 'null'], maxLength: 1000 },
+  maxDeliveriesPerSecond: {
+    type: ['integer', 'null'],
+    minimum: 1,
+    maximum: 10_000,
+    description:
+      'attempts per second at most, across all dispatchers (a burst of about one attempt per dispatcher above it); ' +
+      'null (the default) for unlimited',
+  },
 } as const;
 
 const OCTET = '(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])';
@@ -150,6 +159,7 @@ export async function applySubscriptionInput(
   if (input.supersedePendingDeliveries !== undefined)
     next.supersedePendingDeliveries = input.supersedePendingDeliveries;
   if (input.description !== undefined) next.description = input.description;
+  if (input.maxDeliveriesPerSecond !== undefined) next.maxDeliveriesPerSecond = input.maxDeliveriesPerSecond;
   if (input.apiKey !== undefined) {
     next.apiKeyHeaderName = input.apiKey.headerName;
     next.secrets.apiKey = input.apiKey.value;
@@ -217,6 +227,7 @@ export function subscriptionView(subscription: Subscription, hmacSecret?: string
     oauth2: subscription.oauth2,
     supersedePendingDeliveries: subscription.supersedePendingDeliveries,
     description: subscription.description,
+    maxDeliveriesPerSecond: subscription.maxDeliveriesPerSecond,
     status: subscription.status,
     failureDays: subscription.failureDays,
     createdAt: subscription.createdAt.toISOString(),

@@ -52,7 +52,13 @@ const subscriptionUpdate = {
     'apiKey or oauth2, in this request or set earlier: otherwise 409.',
   additionalProperties: false,
   properties: subscriptionFields,
-  examples: [{ description: 'orders and cancellations to the ERP', supersedePendingDeliveries: true }],
+  examples: [
+    {
+      description: 'orders and cancellations to the ERP',
+      supersedePendingDeliveries: true,
+      maxDeliveriesPerSecond: 50,
+    },
+  ],
 } as const;
 
 const nullableString = { type: ['string', 'null'] } as const;
@@ -72,6 +78,7 @@ const subscription = {
     'oauth2',
     'supersedePendingDeliveries',
     'description',
+    'maxDeliveriesPerSecond',
     'status',
     'failureDays',
     'createdAt',
@@ -106,6 +113,12 @@ const subscription = {
     },
     supersedePendingDeliveries: { type: 'boolean' },
     description: nullableString,
+    maxDeliveriesPerSecond: {
+      type: ['integer', 'null'],
+      minimum: 1,
+      maximum: 10_000,
+      description: 'attempts per second at most, across all dispatchers; null for unlimited',
+    },
     status: { type: 'string', enum: ['enabled', 'disabled'] },
     failureDays: { type: 'integer', minimum: 0, description: 'failure days since the last success or re-enable' },
     createdAt: { type: 'string', format: 'date-time' },
@@ -118,6 +131,7 @@ const subscription = {
       hmacSecret: 'q4m1c0y3JdXf0m7rL8b2m9r6c1h0e5e2o4x7Z2r8d1s=',
       apiKey: null,
       oauth2: null,
+      maxDeliveriesPerSecond: null,
       status: 'enabled',
       failureDays: 0,
       createdAt: TIME_EXAMPLE,

@@ -17,6 +17,7 @@ const OWNER_COLUMNS = [
   'secrets_key_id',
   'supersede_pending_deliveries',
   'description',
+  'max_deliveries_per_second',
 ];
 
 /** Cassandra store of subscriptions; one partition per tenant. Secrets are sealed with AES-256-GCM. */
@@ -102,6 +103,7 @@ export class SubscriptionStore {
       keyId,
       subscription.supersedePendingDeliveries,
       subscription.description,
+      subscription.maxDeliveriesPerSecond,
     ];
   }
 
@@ -195,6 +197,8 @@ export class SubscriptionStore {
       ...(unreadableSecrets === undefined ? {} : { unreadableSecrets }),
       supersedePendingDeliveries: row.supersede_pending_deliveries === true,
       description: (row.description as string | null) ?? null,
+      // Null (unlimited) for rows written before the column existed (migration 007).
+      maxDeliveriesPerSecond: typeof row.max_deliveries_per_second === 'number' ? row.max_deliveries_per_second : null,
       status: row.status === 'disabled' ? 'disabled' : 'enabled',
       failureDays: Number(row.failure_days ?? 0),
       lastFailureWindow: lastWindow ? lastWindow.toNumber() : null,

@@ -24,6 +24,8 @@ export interface Subscription {
   unreadableSecrets?: string;
   supersedePendingDeliveries: boolean;
   description: string | null;
+  /** Attempts per second at most, summed over all dispatchers (1..10,000); null for unlimited. */
+  maxDeliveriesPerSecond: number | null;
   status: SubscriptionStatus;
   failureDays: number;
   /** Start (epoch ms) of the last failure-day window counted, or null. */
@@ -48,6 +50,7 @@ export function blankSubscription(tenantId: string, id: string, now: Date): Subs
     secrets: {},
     supersedePendingDeliveries: false,
     description: null,
+    maxDeliveriesPerSecond: null,
     status: 'enabled',
     failureDays: 0,
     lastFailureWindow: null,

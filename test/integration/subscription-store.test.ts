@@ -37,6 +37,35 @@ describe('SubscriptionStore', () => {
     expect(await store.listByTenant(subscription.tenantId)).toEqual([subscription]);
   });
 
+  it('stores maxDeliveriesPerSecond; a row written without the column reads as null (unlimited)', async () => {
+    const subscription = { ...(await created()), maxDeliveriesPerSecond: 25 };
+    expect(await store.update(subscription)).toBe(true);
+    expect((await store.get(subscription.tenantId, subscription.id))?.maxDeliveriesPerSecond).toBe(25);
+    expect(await store.update({ ...subscription, maxDeliveriesPerSecond: null })).toBe(true);
+    expect((await store.get(subscription.tenantId, subscription.id))?.maxDeliveriesPerSecond).toBeNull();
+
+    // As a row from before migration 007: the column never written.
+    const old = blankSubscription(`tenant-${randomUUID().slice(0, 8)}`, randomUUID(), new Date());
+    await db.execute(
+      `INSERT INTO subscriptions (tenant_id, id, url, event_types, authentication_mode, signature_header_name, status,
+        failure_days, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [
+        old.tenantId,
+        old.id,
+        'https://93.184.216.34/hooks',
+        ['purchaseOrder.*'],
+        'None',
+        'X-Webhook-Signature',
+        'enabled',
+        0,
+        old.createdAt,
+        old.updatedAt,
+      ],
+      { prepare: true },
+    );
+    expect((await store.get(old.tenantId, old.id))?.maxDeliveriesPerSecond).toBeNull();
+  });
+
   it('an update made from a stale copy keeps the status and failure days set meanwhile', async () => {
     const stale = await created();
     expect(await store.recordFailureDay(stale.tenantId, stale.id, 86_400_000, 1)).toEqual({

@@ -25,6 +25,7 @@ const VIEW_KEYS = [
   'eventTypes',
   'failureDays',
   'id',
+  'maxDeliveriesPerSecond',
   'oauth2',
   'signatureHeaderName',
   'status',
@@ -74,6 +75,7 @@ describe('webhook API: subscriptions', () => {
       oauth2: null,
       supersedePendingDeliveries: false,
       description: 'orders to the ERP',
+      maxDeliveriesPerSecond: null,
       status: 'enabled',
       failureDays: 0,
       createdAt: expect.stringMatching(ISO_MS),
@@ -164,6 +166,44 @@ describe('webhook API: subscriptions', () => {
       expect(item.service).toBe('purchase');
       expect(item.description).not.toBe('');
     }
+  });
+
+  describe('maxDeliveriesPerSecond', () => {
+    it('is set at creation, changed and cleared (null) by PATCH, and shown by GET and the list', async () => {
+      const created = (await create(subscriptionBody({ maxDeliveriesPerSecond: 5 }))).body;
+      expect(created.maxDeliveriesPerSecond).toBe(5);
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).body.maxDeliveriesPerSecond).toBe(5);
+
+      const raised = await hooks('PATCH', `/Subscriptions/${created.id}`, { maxDeliveriesPerSecond: 10_000 });
+      expect(raised.status, raised.text).toBe(200);
+      expect(raised.body.maxDeliveriesPerSecond).toBe(10_000);
+      // A PATCH without the field keeps it.
+      const other = await hooks('PATCH', `/Subscriptions/${created.id}`, { description: 'kept limit' });
+      expect(other.body.maxDeliveriesPerSecond).toBe(10_000);
+
+      const cleared = await hooks('PATCH', `/Subscriptions/${created.id}`, { maxDeliveriesPerSecond: null });
+      expect(cleared.status, cleared.text).toBe(200);
+      expect(cleared.body.maxDeliveriesPerSecond).toBeNull();
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).body.maxDeliveriesPerSecond).toBeNull();
+      const listed = (await list()).body.items.find((item) => item.id === created.id);
+      expect(listed?.maxDeliveriesPerSecond).toBeNull();
+
+      const unlimited = (await create(subscriptionBody({ maxDeliveriesPerSecond: null }))).body;
+      expect(unlimited.maxDeliveriesPerSecond).toBeNull();
+    });
+
+    it('must be an integer from 1 to 10,000 or null: otherwise 400 naming the field, nothing changed', async () => {
+      for (const value of [0, -1, 10_001, 2.5, '5', true, {}]) {
+        expectProblem(await hooks('POST', '/Subscriptions', subscriptionBody({ maxDeliveriesPerSecond: value })), 400);
+      }
+      const created = (await create(subscriptionBody({ maxDeliveriesPerSecond: 7 }))).body;
+      for (const value of [0, 10_001, 1.5, 'unlimited']) {
+        const answer = await hooks('PATCH', `/Subscriptions/${created.id}`, { maxDeliveriesPerSecond: value });
+        const problem = expectProblem(answer, 400);
+        expect(JSON.stringify(problem)).toMatch(/maxDeliveriesPerSecond/);
+      }
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).body.maxDeliveriesPerSecond).toBe(7);
+    });
   });
 
   describe('Hmac secret', () => {

@@ -29,6 +29,7 @@ export interface SubscriptionView {
   oauth2: { tokenUrl: string; clientId: string; audience: string | null; scope: string | null } | null;
   supersedePendingDeliveries: boolean;
   description: string | null;
+  maxDeliveriesPerSecond: number | null;
   status: 'enabled' | 'disabled';
   failureDays: number;
   createdAt: string;
