@@ -4,6 +4,7 @@
 // cancelled midway; a router killed mid-job and started again resumes it without sending any delivery twice.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectCassandra } from '../../core/cassandra.ts';
 import { loadConfig } from '../../core/config.ts';
 import { deliveryIdFor } from '../../core/ids.ts';
 import { createLogger } from '../../core/log.ts';
@@ -280,9 +281,25 @@ describe('bulk replay', () => {
     });
     expect(created.status).toBe(202);
     await waitFor(async () => (await job(s, created.body.id)).queued >= 10, 'ten replays queued', 30_000);
+    // Killed inside a page if it can be caught there: once the job's row says a page is being published (a page takes
+    // some tens of milliseconds of a paced second), before its cursor moves on.
+    const db = await connectCassandra(loadConfig(env));
+    const pageStarted = async () =>
+      (
+        await db.execute('SELECT page_queued_at FROM replay_jobs WHERE tenant_id = ? AND id = ?', [
+          s.tenant,
+          created.body.id,
+        ])
+      ).first()?.page_queued_at instanceof Date;
     const router = stacks[0]!.services.find((service) => service.name === 'router')!;
-    router.child.kill('SIGKILL');
-    await router.exited;
+    try {
+      for (const deadline = Date.now() + 5_000; Date.now() < deadline && !(await pageStarted()););
+      router.child.kill('SIGKILL');
+      await router.exited;
+      console.log(`router killed ${(await pageStarted()) ? 'inside a page' : 'between pages'}`);
+    } finally {
+      await db.shutdown();
+    }
     const atKill = await job(s, created.body.id);
     expect(atKill.status).toBe('running');
     expect(atKill.queued).toBeLessThan(s.eventIds.length);
