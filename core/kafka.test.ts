@@ -396,3 +396,63 @@ function mulberry32(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
   };
 }
+
+describe('ConsumerRunner lanes with a pace (rate limit)', () => {
+  const runners: { stop(): Promise<void> }[] = [];
+  afterEach(async () => {
+    for (const runner of runners.splice(0)) await runner.stop();
+  });
+
+  it('a paced lane starts a record only when its pace allows, waiting in the lane (no slot) and woken by a timer', async () => {
+    let tokens = 1;
+    const asked: string[] = [];
+    const prepared: string[] = [];
+    const t = await startRunner({
+      maxInFlight: 4,
+      lane: {
+        of: (record) => record.key!.toString(),
+        limit: 10,
+        pace: {
+          prepare: async (key, record) => {
+            prepared.push(`${key}@${record.offset}`);
+          },
+          wait: (key) => {
+            asked.push(key);
+            if (key !== 'slow') return 0;
+            if (tokens > 0) {
+              tokens -= 1;
+              return 0;
+            }
+            return 30;
+          },
+        },
+      },
+    });
+    runners.push(t);
+    await t.fake.feed(0, 0, ['slow', 'slow', 'slow', 'fast', 'fast', 'fast']);
+    await t.settle();
+    expect(prepared).toEqual(['slow@0', 'slow@1', 'slow@2', 'fast@3', 'fast@4', 'fast@5']);
+    // The slow lane's waiting records hold no slot: the three fast ones run beside the one slow record.
+    expect([t.active('slow'), t.active('fast')]).toEqual([1, 3]);
+    await t.finish('slow');
+    expect(t.active('slow')).toBe(0); // finishing does not start the next: the pace has not allowed it
+    tokens = 1;
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(t.active('slow')).toBe(1); // the timer asked again
+    expect(asked).toContain('fast'); // every lane asks its pace; an unlimited one is let through at once
+  });
+
+  it('stop lets records waiting for their pace go unstarted (and uncommitted) at once', async () => {
+    const t = await startRunner({
+      lane: { of: (record) => record.key!.toString(), limit: 10, pace: { wait: () => 60_000 } },
+    });
+    await t.fake.feed(0, 0, ['slow', 'slow']);
+    await t.settle();
+    expect(t.started()).toBe(0);
+    const started = Date.now();
+    await t.stop();
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(t.started()).toBe(0);
+    expect(t.fake.committed.get(0) ?? 0n).toBe(0n); // nothing past the unstarted records
+  });
+});

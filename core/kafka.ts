@@ -1,5 +1,6 @@
 // The only module that imports kafkajs: producers, consumers, offsets and heartbeats live here.
 import {
+  AssignerProtocol,
   Kafka,
   logLevel,
   Partitioners,
@@ -165,6 +166,40 @@ function recordBytes(record: OutgoingRecord): number {
   return size;
 }
 
+const keyPartitioner = Partitioners.DefaultPartitioner();
+
+/** The partition the producer's default partitioner (murmur2, as Java's) gives a record keyed `key`. */
+export function partitionOf(key: string, partitions: number): number {
+  const partitionMetadata = Array.from({ length: partitions }, (_, partitionId) => ({
+    partitionId,
+    leader: 0,
+    replicas: [0],
+    isr: [0],
+    partitionErrorCode: 0,
+  }));
+  return keyPartitioner({ topic: '', partitionMetadata, message: { key, value: null } });
+}
+
+/** A consumer group as one member sees it after joining: itself and each member's partitions by topic. */
+export interface GroupMembership {
+  self: string;
+  members: { memberId: string; assignment: Record<string, number[]> }[];
+}
+
+/** The members of a consumer group and their partitions by topic; undefined unless the group is stable. */
+export async function stableGroupMembers(
+  admin: Admin,
+  groupId: string,
+): Promise<GroupMembership['members'] | undefined> {
+  const { groups } = await admin.describeGroups([groupId]);
+  const group = groups[0];
+  if (group?.state !== 'Stable') return undefined;
+  return group.members.map((member) => ({
+    memberId: member.memberId,
+    assignment: AssignerProtocol.MemberAssignment.decode(member.memberAssignment)?.assignment ?? {},
+  }));
+}
+
 /** What a handler wants done with a record it was handed. */
 export interface ConsumerOptions {
   groupId: string;
@@ -185,7 +220,21 @@ export interface ConsumerOptions {
    * Key of the concurrency lane a record belongs to (e.g. subscription id) and that lane's limit: a number, or a
    * function of the key read whenever the lane may admit a record (an adaptive limit). A limit counts as at least 1.
    */
-  lane?: { of: (record: ConsumedRecord) => string; limit: number | ((key: string) => number) };
+  lane?: {
+    of: (record: ConsumedRecord) => string;
+    limit: number | ((key: string) => number);
+    /**
+     * A pace on lanes (a rate limit): `prepare` runs before a record enters its lane (it holds no slot meanwhile) and
+     * may look up what `wait` needs; `wait(key)` is asked before the lane's head starts: 0 lets it start (and counts
+     * it), a positive number is the ms after which the lane asks again. Records wait in their lane, not in a slot.
+     */
+    pace?: { prepare?: (key: string, record: ConsumedRecord) => Promise<void>; wait: (key: string) => number };
+  };
+  /**
+   * Told the group's membership after each join (read with describeGroups), and undefined as soon as a rebalance
+   * starts or the member leaves: what share of a group-wide limit this member may use.
+   */
+  onMembership?: (membership: GroupMembership | undefined) => void;
   /** Start from the oldest offsets when the group has none committed. */
   fromBeginning?: boolean;
   metrics?: ConsumerMetrics;
@@ -221,6 +270,8 @@ export class ConsumerRunner {
   private stopping = false;
   private commitTimer: NodeJS.Timeout | undefined;
   private assigned: number | undefined;
+  /** Joins and rebalances seen: a membership read for an older one is dropped. */
+  private joins = 0;
 
   constructor(
     private readonly kafka: Kafka,
@@ -253,9 +304,15 @@ export class ConsumerRunner {
     this.consumer = consumer;
     // A new generation starts from the committed offsets: forget what the previous one tracked.
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+      this.joins += 1;
+      void this.describeMembership(this.joins, payload.memberId);
       this.trackers.clear();
       this.assignedAt = this.highWatermarks(Object.keys(payload.memberAssignment));
       this.assigned = Object.values(payload.memberAssignment).reduce((sum, parts) => sum + parts.length, 0);
+    });
+    consumer.on(consumer.events.REBALANCING, () => {
+      this.joins += 1;
+      this.options.onMembership?.(undefined);
     });
     // kafkajs restarts a consumer after a retriable crash by itself; one it will not restart must not go unnoticed.
     consumer.on(consumer.events.CRASH, ({ payload }) => {
@@ -307,13 +364,41 @@ export class ConsumerRunner {
   /** Stops fetching, waits for in-flight records, commits what finished, and leaves the group. */
   async stop(): Promise<void> {
     this.stopping = true;
+    this.joins += 1;
+    this.options.onMembership?.(undefined);
     for (const timer of this.resumeTimers) clearTimeout(timer);
+    // Records waiting for their pace: let them through, they end at once unstarted (stopping) and stay uncommitted.
+    for (const [key, lane] of this.lanes) {
+      clearTimeout(lane.paceTimer);
+      lane.paceTimer = undefined;
+      this.admit(key, lane);
+    }
     await this.consumer?.pause(this.options.topics.map((topic) => ({ topic })));
     if (this.buffered > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
     clearInterval(this.commitTimer);
     await this.commit();
     await this.consumer?.disconnect();
     await this.admin?.disconnect();
+  }
+
+  /**
+   * Reads the group's members and their partitions after join `join`, until the group is stable (every member has its
+   * assignment) or a newer join or rebalance makes this one moot; then tells onMembership.
+   */
+  private async describeMembership(join: number, self: string): Promise<void> {
+    if (!this.options.onMembership) return;
+    for (let attempt = 0; join === this.joins && !this.stopping; attempt += 1) {
+      try {
+        const members = await stableGroupMembers(this.admin!, this.options.groupId);
+        if (members && join === this.joins) {
+          this.options.onMembership({ self, members });
+          return;
+        }
+      } catch (error) {
+        this.options.logger.warn({ err: error }, 'could not describe the consumer group after joining');
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
+    }
   }
 
   /**
@@ -351,6 +436,15 @@ export class ConsumerRunner {
    * one of the maxInFlight slots, so one slow subscription cannot starve the others.
    */
   private async run(record: ConsumedRecord, laneKey: string | undefined, finished: () => void): Promise<void> {
+    const prepare = this.options.lane?.pace?.prepare;
+    if (prepare && laneKey !== undefined) {
+      // Before the lane is looked up: a lane emptied meanwhile is deleted, and this record must join the live one.
+      try {
+        await prepare(laneKey, record);
+      } catch (error) {
+        this.options.logger.warn({ err: error, topic: record.topic, offset: record.offset }, 'lane pace lookup failed');
+      }
+    }
     let lane: Lane | undefined;
     if (laneKey !== undefined) {
       lane = this.lanes.get(laneKey) ?? { active: 0, waiting: [] };
@@ -455,10 +549,24 @@ export class ConsumerRunner {
   /**
    * Lets a lane's waiting records in, first come first served, while it is under its limit as read now: a lowered
    * limit admits nobody until enough have left, a raised one admits several at once. Since the limit is at least 1,
-   * a lane with records waiting always has one active, whose leaving reads the limit again: no lane is forgotten.
+   * a lane with records waiting always has one active, whose leaving reads the limit again: no lane is forgotten. A
+   * paced lane also needs its pace's leave for each record; when told to wait, a timer asks again (and until it fires,
+   * nothing else does: a lane has at most one timer).
    */
   private admit(key: string, lane: Lane): void {
+    const pace = this.options.lane?.pace;
     while (lane.waiting.length > 0 && lane.active < this.laneLimit(key)) {
+      if (pace && !this.stopping) {
+        if (lane.paceTimer) return;
+        const waitMs = pace.wait(key);
+        if (waitMs > 0) {
+          lane.paceTimer = setTimeout(() => {
+            lane.paceTimer = undefined;
+            this.admit(key, lane);
+          }, waitMs);
+          return;
+        }
+      }
       lane.active += 1;
       lane.waiting.shift()!();
     }
@@ -485,6 +593,8 @@ export class ConsumerRunner {
 interface Lane {
   active: number;
   waiting: (() => void)[];
+  /** Set while the lane waits for its pace (a rate limit) to let the next record start. */
+  paceTimer?: NodeJS.Timeout;
 }
 
 /** Tracks the records of one partition in flight and yields the offset up to which all have finished. */

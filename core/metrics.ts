@@ -40,6 +40,12 @@ export const MOST_THROTTLED = 10;
 /** Bucket bounds of webhook_concurrency_limit_subscriptions. */
 const LIMIT_BUCKETS = [1, 2, 5, 10, 20, 50, 100];
 
+/**
+ * Why a rate-limited subscription's next attempt had to wait: no token yet, or held while the group's membership is
+ * being read after a rebalance.
+ */
+export type RateLimitWait = 'token' | 'held';
+
 /** What a consumer records about its partitions and work in progress. */
 export interface ConsumerMetrics {
   lag(topic: string, partition: number, lag: number): void;
@@ -110,6 +116,14 @@ export function createMetrics(service: string) {
   const deferrals = new Counter({
     name: 'webhook_retry_after_deferrals_total',
     help: "Retries scheduled later than the retry schedule's next step because the answer's Retry-After asked for it",
+    registers: [registry],
+  });
+  const rateLimitedWaits = new Counter({
+    name: 'webhook_rate_limited_waits_total',
+    help:
+      "Times a rate-limited subscription's next attempt had to wait in its lane: for a token (token), or while the " +
+      "group's membership was read after a rebalance (held)",
+    labelNames: ['cause'],
     registers: [registry],
   });
   let readLimits: (() => LimitsSnapshot) | undefined;
@@ -186,6 +200,7 @@ export function createMetrics(service: string) {
         readLimits = read;
       },
     } satisfies ConcurrencyMetrics,
+    rateLimitedWait: (cause: RateLimitWait) => rateLimitedWaits.inc({ cause }),
     stage,
     consumer: {
       lag: (topic, partition, value) => lag.set({ topic, partition: String(partition) }, value),

@@ -7,7 +7,7 @@ import {
   fromDeliveryMessage,
   type DeliveryRecord,
 } from '../core/deliveries/delivery-record.ts';
-import { ConsumerRunner, PoisonRecordError, Publisher } from '../core/kafka.ts';
+import { ConsumerRunner, partitionOf, PoisonRecordError, Publisher, type ConsumedRecord } from '../core/kafka.ts';
 import type { Logger } from '../core/log.ts';
 import type { Platform } from '../core/platform.ts';
 import { codecFor } from '../core/registry.ts';
@@ -19,6 +19,7 @@ import { topicNames } from '../core/topics.ts';
 import { ReplayJobStore } from '../core/replay-jobs/replay-job-store.ts';
 import { createAuthHeaders } from './auth-headers.ts';
 import { ConcurrencyLimiter } from './concurrency-limiter.ts';
+import { RateLimiter } from './rate-limiter.ts';
 import { createDeliveryHandler } from './delivery-handler.ts';
 import { createGuardedAgent, createSender } from './http-sender.ts';
 import { retryAfterCap } from './outcome.ts';
@@ -101,6 +102,20 @@ export async function startDispatcher(
     settings: webhook,
   });
 
+  // maxDeliveriesPerSecond, across all dispatchers: this member's share of each limit (rate-limiter.ts for the design).
+  const rates = new RateLimiter(partitionOf, (cause) => metrics.rateLimitedWait(cause));
+  // A record is decoded once: before its lane (to learn its subscription's limit), and the handler reuses it.
+  const decoded = new WeakMap<ConsumedRecord, Promise<DeliveryRecord>>();
+  const decode = (record: ConsumedRecord, value: Buffer) => {
+    let delivery = decoded.get(record);
+    if (!delivery) {
+      delivery = codec.decode(value);
+      decoded.set(record, delivery);
+      delivery.catch(() => decoded.delete(record)); // a failed decode is tried afresh by the handler
+    }
+    return delivery;
+  };
+
   const consumer = new ConsumerRunner(platform.kafka, {
     groupId: `${config.kafka.topicPrefix}webhook-dispatcher`,
     topics: [topics.deliveries, ...topics.retries.map((tier) => tier.topic)],
@@ -108,7 +123,18 @@ export async function startDispatcher(
     lane: {
       of: (record) => record.key?.toString('utf8') ?? '',
       limit: limiter ? (subscriptionId) => limiter.limit(subscriptionId) : maxInFlightPerSubscription,
+      pace: {
+        // The subscription's limit as the cache has it now (a change applies within WEBHOOK_SUBSCRIPTION_CACHE_TTL).
+        prepare: async (subscriptionId, record) => {
+          if (!record.value) return;
+          const delivery = await decode(record, record.value);
+          const subscription = await cache.get(delivery.tenantId, subscriptionId);
+          rates.setLimit(subscriptionId, subscription?.maxDeliveriesPerSecond ?? null);
+        },
+        wait: (subscriptionId) => rates.wait(subscriptionId),
+      },
     },
+    onMembership: (membership) => rates.setView(membership),
     fromBeginning: true,
     logger,
     metrics: metrics.consumer,
@@ -120,7 +146,7 @@ export async function startDispatcher(
     dueAt: dueAtOf,
     handle: async (record) => {
       if (!record.value) throw new PoisonRecordError('delivery record without a value');
-      const delivery = await codec.decode(record.value);
+      const delivery = await decode(record, record.value);
       // On the deliveries topic since the router published it, or past its due time in a retry tier.
       metrics.delivery.stage('queue_to_dispatch', Date.now() - Math.max(record.timestamp, delivery.dueAt));
       await handle(fromDeliveryMessage(record, delivery));

@@ -125,17 +125,21 @@ export async function startServices(
   env: Record<string, string>,
   names: ('gateway' | 'router' | 'dispatcher')[],
   perService: Partial<Record<'gateway' | 'router' | 'dispatcher', Record<string, string>>> = {},
+  /** Variables of one process by its position in `names` (e.g. two dispatchers with their own METRICS_PORT). */
+  perInstance: Record<string, string>[] = [],
 ) {
   const entries = { gateway: 'api/main.ts', router: 'router/main.ts', dispatcher: 'dispatcher/main.ts' };
   const logs = path.join(repoRoot, '.local', 'logs', 'tests');
-  const services: ServiceProcess[] = names.map((name) =>
-    spawnService(
+  const services: ServiceProcess[] = names.map((name, index) => {
+    // A second process of a service (two dispatchers in one group) gets its own log file.
+    const nth = names.slice(0, index).filter((other) => other === name).length;
+    return spawnService(
       name,
       entries[name],
-      { ...process.env, ...env, ...perService[name] },
-      path.join(logs, `${name}-${env.CASSANDRA_KEYSPACE}.log`),
-    ),
-  );
+      { ...process.env, ...env, ...perService[name], ...perInstance[index] },
+      path.join(logs, `${name}${nth > 0 ? `-${nth + 1}` : ''}-${env.CASSANDRA_KEYSPACE}.log`),
+    );
+  });
   if (names.includes('gateway')) {
     const gateway = services[names.indexOf('gateway')]!;
     await waitForHttp(`${env.GATEWAY_BASE_URL}/ready`, 'gateway', 60_000, gateway.exited);
