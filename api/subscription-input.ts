@@ -85,20 +85,11 @@ export const subscriptionFields = {
 
 const OCTET = '(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])';
 const IPV4 = `${OCTET}(?:\\.${OCTET}){3}`;
-const H16 = '[0-9A-Fa-f]{1,4}';
-const LS32 = `(?:${H16}:${H16}|${IPV4})`;
-/** RFC 3986 IPv6address, the forms the WHATWG URL parser accepts too. */
-const IPV6 = [
-  `(?:${H16}:){6}${LS32}`,
-  `::(?:${H16}:){5}${LS32}`,
-  `(?:${H16})?::(?:${H16}:){4}${LS32}`,
-  `(?:(?:${H16}:){0,1}${H16})?::(?:${H16}:){3}${LS32}`,
-  `(?:(?:${H16}:){0,2}${H16})?::(?:${H16}:){2}${LS32}`,
-  `(?:(?:${H16}:){0,3}${H16})?::${H16}:${LS32}`,
-  `(?:(?:${H16}:){0,4}${H16})?::${LS32}`,
-  `(?:(?:${H16}:){0,5}${H16})?::${H16}`,
-  `(?:(?:${H16}:){0,6}${H16})?::`,
-].join('|');
+/**
+ * A bracketed IPv6 literal's characters. Not its full RFC 3986 grammar: that alternation made schemathesis spend 15 s
+ * on each operation using the URL, and the WHATWG parser (checkWebhookUrl) refuses an invalid address anyway.
+ */
+const IPV6 = '[0-9A-Fa-f:.]{2,45}';
 const LABEL = '[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?';
 /** A DNS name whose last label starts with a letter: WHATWG parses a numeric last label as an IPv4 address. */
 const NAME = `(?:${LABEL}\\.)*[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?`;
@@ -109,11 +100,12 @@ const PCHAR = "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})";
  * The grammar of a subscriber URL, as the OpenAPI document states it and applySubscriptionInput enforces it: an
  * absolute https URL (http too when allowed) with a DNS name, a dotted-quad IPv4 or a bracketed IPv6 host, an optional
  * port, and a path, query and fragment of RFC 3986 characters (anything else percent-encoded). No user-info. Whether
- * the host is allowed (not private, loopback…, and for a name, what it resolves to) is no matter of grammar.
+ * the host is allowed (a valid IPv6 address; not private, loopback…; for a name, what it resolves to) is no matter of
+ * grammar: checkWebhookUrl judges it.
  */
 export function webhookUrlPattern(allowHttp: boolean): string {
   const scheme = allowHttp ? 'https?' : 'https';
-  const host = `(?:${NAME}|${IPV4}|\\[(?:${IPV6})\\])`;
+  const host = `(?:${NAME}|${IPV4}|\\[${IPV6}\\])`;
   return `^${scheme}://${host}(?::${PORT})?(?:/${PCHAR}*)*(?:\\?(?:${PCHAR}|[/?])*)?(?:#(?:${PCHAR}|[/?])*)?$`;
 }
 

@@ -334,7 +334,8 @@ export function webhookOverrides(allowHttp: boolean, catalogue: { eventType: str
       format: 'uri',
       pattern: webhookUrlPattern(allowHttp),
       description:
-        `An absolute ${allowHttp ? 'http or https' : 'https'} URL without user-info. Its host must be public: ` +
+        `An absolute ${allowHttp ? 'http or https' : 'https'} URL without user-info; an IPv6 host a valid address. ` +
+        'Its host must be public: ' +
         'not, or for a name not resolving to, a loopback, private, link-local, CGNAT, multicast, unspecified or ' +
         'metadata address (unless the operator allowed its network). The name is resolved when the subscription ' +
         'is written: a name that does not resolve, or resolves to such an address, is answered 400.',
