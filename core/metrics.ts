@@ -12,6 +12,8 @@ export interface DeliveryMetrics {
   stage(stage: Stage, ms: number): void;
   /** A retry whose due time an answer's Retry-After moved past the retry schedule's. */
   retryAfterDeferral(): void;
+  /** A subscription disabled by its consecutive failure days. */
+  autoDisabled(): void;
 }
 
 /** Why an attempt's answer made its subscription back off. */
@@ -113,6 +115,11 @@ export function createMetrics(service: string) {
     labelNames: ['reason'],
     registers: [registry],
   });
+  const autoDisabled = new Counter({
+    name: 'webhook_subscriptions_auto_disabled_total',
+    help: 'Subscriptions disabled because they reached WEBHOOK_AUTO_DISABLE_AFTER_DAYS consecutive failure days',
+    registers: [registry],
+  });
   const deferrals = new Counter({
     name: 'webhook_retry_after_deferrals_total',
     help: "Retries scheduled later than the retry schedule's next step because the answer's Retry-After asked for it",
@@ -193,6 +200,7 @@ export function createMetrics(service: string) {
       },
       stage,
       retryAfterDeferral: () => deferrals.inc(),
+      autoDisabled: () => autoDisabled.inc(),
     } satisfies DeliveryMetrics,
     concurrency: {
       throttled: (reason) => throttled.inc({ reason }),

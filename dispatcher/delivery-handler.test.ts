@@ -69,6 +69,8 @@ interface Setup {
   state?: SeriesState | undefined;
   /** How many attempt writes fail (store down) before one succeeds. */
   failWrites?: number;
+  /** What counting a failure day answers (the store's verdict). */
+  failureDay?: { failureDays: number; disabledNow: boolean };
 }
 
 /** A handler wired to fakes that record every call, in order, into `log`. */
@@ -120,6 +122,7 @@ function setup(options: Setup = {}) {
     }),
     recordFailureDay: vi.fn(async (_tenantId: string, _id: string, _windowStart: number, _disableAt: number) => {
       log.push('recordFailureDay');
+      return options.failureDay;
     }),
   };
   const scheduleRetry = vi.fn(
@@ -145,7 +148,7 @@ function setup(options: Setup = {}) {
         control.push(`answered ${result?.statusCode ?? 'nothing'}`, `sends so far ${sent.length}`);
     }),
   };
-  const metrics = { outcome: vi.fn(), stage: vi.fn(), retryAfterDeferral: vi.fn() };
+  const metrics = { outcome: vi.fn(), stage: vi.fn(), retryAfterDeferral: vi.fn(), autoDisabled: vi.fn() };
   const handle = createDeliveryHandler({
     subscriptions,
     attempts,
@@ -396,6 +399,18 @@ describe('delivery handler: retrying', () => {
     expect(t.send).not.toHaveBeenCalled();
     expect(t.attempts.finish).toHaveBeenCalledWith(SERIES, 'abandoned', 'delivery lifetime exceeded', 8);
     expect(t.subscriptions.recordFailureDay).toHaveBeenCalledWith('tenant-a', 'sub-1', failureWindow(now, DAY), 10);
+  });
+
+  it('counts the subscription auto-disabled only when its failure day disabled it', async () => {
+    const now = QUEUED_AT + DAY + 20_000;
+    const disabling = setup({ now, failureDay: { failureDays: 10, disabledNow: true } });
+    await disabling.handle({ ...deliveryRecord({ attempt: 9 }), expiryHop: true });
+    expect(disabling.metrics.autoDisabled).toHaveBeenCalledTimes(1);
+
+    const counting = setup({ now, failureDay: { failureDays: 3, disabledNow: false } });
+    await counting.handle({ ...deliveryRecord({ attempt: 9 }), expiryHop: true });
+    expect(counting.subscriptions.recordFailureDay).toHaveBeenCalledTimes(1);
+    expect(counting.metrics.autoDisabled).not.toHaveBeenCalled();
   });
 
   it('does not resolve before the retry record is acknowledged, and fails when it cannot be published', async () => {

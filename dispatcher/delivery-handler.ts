@@ -33,7 +33,13 @@ export type RetryScheduler = (tier: number, record: DeliveryRecord) => Promise<v
 export interface SubscriptionDirectory {
   get(tenantId: string, id: string): Promise<Subscription | undefined>;
   resetFailureDays(tenantId: string, id: string): Promise<void>;
-  recordFailureDay(tenantId: string, id: string, windowStart: number, disableAt: number): Promise<unknown>;
+  /** Counts a failure-day window once; `disabledNow` when this count reached the limit and disabled it. */
+  recordFailureDay(
+    tenantId: string,
+    id: string,
+    windowStart: number,
+    disableAt: number,
+  ): Promise<{ failureDays: number; disabledNow: boolean } | undefined>;
 }
 
 /**
@@ -127,12 +133,19 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
     // A test delivery checks the endpoint on request: it never counts toward disabling the subscription.
     if (!subscription || subscription.status !== 'enabled' || record.test) return;
     const window = failureWindow(now(), settings.failureDayMs);
-    await deps.subscriptions.recordFailureDay(
+    const counted = await deps.subscriptions.recordFailureDay(
       record.tenantId,
       record.subscriptionId,
       window,
       settings.autoDisableAfterDays,
     );
+    if (counted?.disabledNow) {
+      deps.metrics?.autoDisabled();
+      logger.warn(
+        { tenantId: record.tenantId, subscriptionId: record.subscriptionId, failureDays: counted.failureDays },
+        'subscription auto-disabled after consecutive failure days',
+      );
+    }
   };
 
   /** The attempt each series being handled here is making: a duplicate record may arrive while the first is busy. */

@@ -20,6 +20,13 @@ const OWNER_COLUMNS = [
   'max_deliveries_per_second',
 ];
 
+/** A failure day counted: the counter now, whether the subscription is disabled, and whether this count disabled it. */
+export interface FailureDayResult {
+  failureDays: number;
+  disabled: boolean;
+  disabledNow: boolean;
+}
+
 /** Cassandra store of subscriptions; one partition per tenant. Secrets are sealed with AES-256-GCM. */
 export class SubscriptionStore {
   constructor(
@@ -135,19 +142,20 @@ export class SubscriptionStore {
 
   /**
    * Counts the failure-day window `windowStart` once (compare-and-set, so concurrent abandonments in one window count
-   * once) and disables the subscription when the counter reaches `disableAt`. Returns the new state.
+   * once) and disables the subscription when the counter reaches `disableAt`. Returns the new state; `disabledNow` is
+   * true for the one call whose write disabled it.
    */
   async recordFailureDay(
     tenantId: string,
     id: string,
     windowStart: number,
     disableAt: number,
-  ): Promise<{ failureDays: number; disabled: boolean } | undefined> {
+  ): Promise<FailureDayResult | undefined> {
     for (;;) {
       const current = await this.get(tenantId, id);
       if (!current) return undefined;
       if (current.lastFailureWindow !== null && current.lastFailureWindow >= windowStart) {
-        return { failureDays: current.failureDays, disabled: current.status === 'disabled' };
+        return { failureDays: current.failureDays, disabled: current.status === 'disabled', disabledNow: false };
       }
       const failureDays = current.failureDays + 1;
       const status = failureDays >= disableAt ? 'disabled' : current.status;
@@ -156,7 +164,10 @@ export class SubscriptionStore {
          WHERE tenant_id = ? AND id = ? IF last_failure_window = ?`,
         [failureDays, windowStart, status, tenantId, id, current.lastFailureWindow],
       );
-      if (result.wasApplied()) return { failureDays, disabled: status === 'disabled' };
+      if (result.wasApplied()) {
+        const disabled = status === 'disabled';
+        return { failureDays, disabled, disabledNow: disabled && current.status !== 'disabled' };
+      }
     }
   }
 

@@ -71,6 +71,7 @@ describe('SubscriptionStore', () => {
     expect(await store.recordFailureDay(stale.tenantId, stale.id, 86_400_000, 1)).toEqual({
       failureDays: 1,
       disabled: true,
+      disabledNow: true,
     });
     expect(await store.update({ ...stale, url: 'https://93.184.216.34/new', updatedAt: new Date() })).toBe(true);
     expect(await store.get(stale.tenantId, stale.id)).toMatchObject({
@@ -101,6 +102,21 @@ describe('SubscriptionStore', () => {
     });
     expect(await store.setStatus(subscription.tenantId, subscription.id, 'enabled', new Date())).toBe(true);
     expect(await store.get(subscription.tenantId, subscription.id)).toMatchObject({ failureDays: 0 });
+  });
+
+  it('says disabledNow to the one count that disabled the subscription, of several in its window', async () => {
+    const subscription = await created();
+    await store.recordFailureDay(subscription.tenantId, subscription.id, 86_400_000, 2);
+    const results = await Promise.all(
+      Array.from({ length: 5 }, () =>
+        store.recordFailureDay(subscription.tenantId, subscription.id, 2 * 86_400_000, 2),
+      ),
+    );
+    expect(results.filter((result) => result?.disabledNow)).toHaveLength(1);
+    expect(results.every((result) => result?.disabled && result.failureDays === 2)).toBe(true);
+    expect((await store.recordFailureDay(subscription.tenantId, subscription.id, 3 * 86_400_000, 2))?.disabledNow).toBe(
+      false,
+    );
   });
 
   it('lists every subscription of a tenant across driver pages, and pages them for the API', async () => {
