@@ -1,13 +1,17 @@
 /**
- * Offline validators for the Helm chart in infra/deploy: helm and kubeconform built from the Go module proxy, and
+ * Offline validators for the Helm chart in infra/deploy: helm and kubeconform built from the Go module proxy (and
+ * promtool, for the alerting rules of infra/monitoring), and
  * JSON schemas for kubeconform generated from the Kubernetes OpenAPI document (api/openapi-spec/swagger.json of the
  * k8s.io/kubernetes module) and from KEDA's ScaledObject CRD (config/crd of the github.com/kedacore/keda/v2 module),
- * both fetched as Go modules. Everything is cached under .local/ (binaries in .local/bin, modules in .local/go,
- * schemas in .local/k8s-schemas), so only the first run downloads and compiles. Any failure throws: nothing is skipped.
+ * both fetched as Go modules. Everything is cached in the user's cache directory, as Maven's ~/.m2 keeps the servers'
+ * jars (~/.cache/core-webhooks: binaries in bin/, modules in go/, schemas in k8s-schemas/), so only the first run on a
+ * machine downloads and compiles, and every clone shares it (binaries are stamped by version). Any failure throws:
+ * nothing is skipped.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -16,7 +20,7 @@ import { parseAllDocuments } from 'yaml';
 const run = promisify(execFile);
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const local = path.join(repoRoot, '.local');
+const local = path.join(process.env.XDG_CACHE_HOME || path.join(homedir(), '.cache'), 'core-webhooks');
 export const binDir = path.join(local, 'bin');
 const goRoot = path.join(local, 'go');
 
@@ -26,6 +30,8 @@ export const KUBECONFORM = {
   pkg: 'github.com/yannh/kubeconform/cmd/kubeconform',
   version: 'v0.8.0',
 };
+/** Checks and unit-tests the Prometheus alerting rules of infra/monitoring. */
+export const PROMTOOL = { pkg: 'github.com/prometheus/prometheus/cmd/promtool', version: 'v0.316.0' };
 /** The Kubernetes release whose API the manifests are checked against. */
 export const KUBERNETES = { module: 'k8s.io/kubernetes', version: 'v1.34.4' };
 export const KEDA = { module: 'github.com/kedacore/keda/v2', version: 'v2.18.0' };
@@ -46,7 +52,7 @@ function goEnv(): NodeJS.ProcessEnv {
     GOPATH: goRoot,
     GOMODCACHE: path.join(goRoot, 'pkg', 'mod'),
     GOCACHE: path.join(goRoot, 'cache'),
-    // Read-only module files would stop `rm -rf .local`.
+    // Read-only module files would stop `rm -rf` of the cache.
     GOFLAGS: '-modcacherw',
     CGO_ENABLED: '0',
   };
@@ -58,12 +64,13 @@ async function go(args: string[]): Promise<string> {
     return stdout;
   } catch (error) {
     const detail = error as { code?: string; stderr?: string; message: string };
-    if (detail.code === 'ENOENT') throw new Error('the Go toolchain (`go`) is needed to install helm and kubeconform');
+    if (detail.code === 'ENOENT')
+      throw new Error('the Go toolchain (`go`) is needed to install helm, kubeconform and promtool');
     throw new Error(`go ${args.join(' ')} failed: ${detail.stderr || detail.message}`);
   }
 }
 
-/** `go install pkg@version` into .local/bin unless a stamp says this version is already there. */
+/** `go install pkg@version` into the cache's bin/ unless a stamp says this version is already there. */
 async function ensureBinary(name: string, tool: { pkg: string; version: string }): Promise<[string, number]> {
   const binary = path.join(binDir, name);
   const stamp = path.join(binDir, `.${name}-${tool.version}`);
@@ -213,6 +220,12 @@ export async function ensureValidators(): Promise<Validators> {
     schemaLocation: path.join(schemas, '{{ .ResourceKind }}{{ .KindSuffix }}.json'),
     timings: { helm: helmSeconds, kubeconform: kubeconformSeconds, schemas: schemaSeconds },
   };
+}
+
+/** Installs (first run) or finds (later runs) promtool; answers its path and the seconds the install took. */
+export async function ensurePromtool(): Promise<[string, number]> {
+  await mkdir(local, { recursive: true });
+  return ensureBinary('promtool', PROMTOOL);
 }
 
 /** Runs a tool; answers its exit code and output instead of throwing, so tests can expect failures. */
