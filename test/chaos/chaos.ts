@@ -1,5 +1,5 @@
 /**
- * `npm run chaos [-- --only <fault>] [--rate 40] [--seconds 20] [--kafka-down 15] [--cassandra-freeze 20]`
+ * `npm run chaos [-- --only <fault>] [--rate 40] [--seconds 20] [--kafka-down 15] [--cassandra-freeze 20] [--json F]`
  * Faults against the real stack under steady load. On its own keyspace and topic prefix (provisioned here, removed
  * afterwards) it runs the gateway, the router and two dispatchers as supervised processes (infra/processes.ts
  * superviseService, as `npm start` does), two receivers with one Hmac subscription each, and validates purchase
@@ -14,8 +14,10 @@
  *   registry    kill -9 of the shared local schema registry, restarted by infra/servers.ts
  * The servers are shared: whatever is killed or frozen is restored in a finally and on SIGINT/SIGTERM.
  * Prints one Markdown table row per fault: delivered/expected, duplicates, time to recover, API answers during it.
+ * --json F also writes the rows to F. Exits 1 when a delivery was lost, a fault could not be run or the suite failed.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -46,6 +48,7 @@ const { values } = parseArgs({
     'kafka-down': { type: 'string', default: '15' },
     'cassandra-freeze': { type: 'string', default: '20' },
     'registry-down': { type: 'string', default: '5' },
+    json: { type: 'string' },
   },
 });
 const only = (values.only ?? []).flatMap((value) => value.split(','));
@@ -512,4 +515,11 @@ component was healthy again.
 |---|---|---|---|---|---|
 ${rows.map(tableRow).join('\n')}
 `);
+if (values.json) writeFileSync(values.json, JSON.stringify({ run, rate, rows }, null, 2));
+// Nothing may be lost under any fault: a row short of its deliveries, or a fault that did not run, fails the suite.
+const failed = rows.filter((row) => !row.figures || row.figures.delivered < row.figures.expected);
+if (failed.length > 0) {
+  console.log(`chaos suite failed: ${failed.map((row) => row.fault).join(', ')} (lost deliveries or not run)`);
+  process.exitCode = 1;
+}
 process.exit(process.exitCode ?? 0);
