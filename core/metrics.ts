@@ -14,6 +14,8 @@ export interface DeliveryMetrics {
   retryAfterDeferral(): void;
   /** A subscription disabled by its consecutive failure days. */
   autoDisabled(): void;
+  /** A delivery abandoned unsent because no configured key opens its subscription's secrets. */
+  unreadableSecret(): void;
 }
 
 /** Why an attempt's answer made its subscription back off. */
@@ -120,6 +122,11 @@ export function createMetrics(service: string) {
     help: 'Subscriptions disabled because they reached WEBHOOK_AUTO_DISABLE_AFTER_DAYS consecutive failure days',
     registers: [registry],
   });
+  const unreadableSecrets = new Counter({
+    name: 'webhook_unreadable_secret_abandons_total',
+    help: 'Deliveries abandoned unsent because no key of SECRETS_KEY / SECRETS_PREVIOUS_KEYS opens their secrets',
+    registers: [registry],
+  });
   const deferrals = new Counter({
     name: 'webhook_retry_after_deferrals_total',
     help: "Retries scheduled later than the retry schedule's next step because the answer's Retry-After asked for it",
@@ -201,6 +208,7 @@ export function createMetrics(service: string) {
       stage,
       retryAfterDeferral: () => deferrals.inc(),
       autoDisabled: () => autoDisabled.inc(),
+      unreadableSecret: () => unreadableSecrets.inc(),
     } satisfies DeliveryMetrics,
     concurrency: {
       throttled: (reason) => throttled.inc({ reason }),

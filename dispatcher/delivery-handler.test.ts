@@ -148,7 +148,13 @@ function setup(options: Setup = {}) {
         control.push(`answered ${result?.statusCode ?? 'nothing'}`, `sends so far ${sent.length}`);
     }),
   };
-  const metrics = { outcome: vi.fn(), stage: vi.fn(), retryAfterDeferral: vi.fn(), autoDisabled: vi.fn() };
+  const metrics = {
+    outcome: vi.fn(),
+    stage: vi.fn(),
+    retryAfterDeferral: vi.fn(),
+    autoDisabled: vi.fn(),
+    unreadableSecret: vi.fn(),
+  };
   const handle = createDeliveryHandler({
     subscriptions,
     attempts,
@@ -678,6 +684,10 @@ describe('delivery handler: duplicates and poison', () => {
       'subscription secrets unreadable: key k9: unknown key id',
       0,
     );
+    // Counted for the operator, and not held against the subscriber: no failure day toward auto-disable.
+    expect(t.metrics.unreadableSecret).toHaveBeenCalledTimes(1);
+    expect(t.metrics.outcome).toHaveBeenCalledWith('abandoned', undefined);
+    expect(t.subscriptions.recordFailureDay).not.toHaveBeenCalled();
   });
 });
 

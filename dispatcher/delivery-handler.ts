@@ -120,13 +120,23 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
     );
   };
 
-  /** Ends a series without an attempt; the last attempt's status code and error stay as they were. */
-  const abandon = async (record: DeliveryRecord, reason: string, subscription: Subscription | undefined) => {
+  /**
+   * Ends a series without an attempt; the last attempt's status code and error stay as they were. A failure day is
+   * counted only when the subscriber's side is to blame (`ours`: the service cannot make the attempt at all).
+   */
+  const abandon = async (
+    record: DeliveryRecord,
+    reason: string,
+    subscription: Subscription | undefined,
+    ours = false,
+  ) => {
     await deps.attempts.finish(seriesOf(record), 'abandoned', reason, record.attempt - 1);
     await countReplay(record, 'failed');
-    await countFailureDay(record, subscription);
+    if (!ours) await countFailureDay(record, subscription);
     deps.metrics?.outcome('abandoned', undefined);
-    logger.info(logFields(record, 'abandoned', { reason }), 'delivery abandoned');
+    if (ours)
+      logger.error(logFields(record, 'abandoned', { reason }), 'delivery abandoned: the service cannot send it');
+    else logger.info(logFields(record, 'abandoned', { reason }), 'delivery abandoned');
   };
 
   const countFailureDay = async (record: DeliveryRecord, subscription: Subscription | undefined) => {
@@ -173,8 +183,10 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
       return;
     }
     if (subscription.unreadableSecrets) {
-      // A secret no configured key opens can never be used: retrying would stall the partition for nothing.
-      return abandon(record, `subscription secrets unreadable: ${subscription.unreadableSecrets}`, subscription);
+      // A secret no configured key opens can never be used: retrying would stall the partition for nothing. The fault
+      // is ours (a key dropped from SECRETS_PREVIOUS_KEYS too early), so the subscription is not marked failing.
+      deps.metrics?.unreadableSecret();
+      return abandon(record, `subscription secrets unreadable: ${subscription.unreadableSecrets}`, subscription, true);
     }
     if (subscription.supersedePendingDeliveries && record.replayOf === null && !record.test) {
       const latest = await deps.attempts.latestForEntity(record.tenantId, record.subscriptionId, record.entityId);

@@ -172,6 +172,14 @@ describe('delivery engine under stress', () => {
     expect(damaged.received).toHaveLength(0);
     const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
     expect(Number(/webhook_poison_records_total\{[^}]*\} (\d+)/.exec(metrics)?.[1])).toBeGreaterThanOrEqual(1);
+    expect(Number(/webhook_unreadable_secret_abandons_total\{[^}]*\} (\d+)/.exec(metrics)?.[1])).toBeGreaterThanOrEqual(
+      5,
+    );
+    // The fault is the service's (its keys), not the subscriber's: no failure day is counted toward auto-disable.
+    const [row] = (
+      await db.execute('SELECT failure_days FROM subscriptions WHERE tenant_id = ? AND id = ?', [tenantId, broken.id])
+    ).rows;
+    expect(row?.failure_days ?? 0).toBe(0);
   });
 
   /** Publishes one event to a receiver and waits for its delivery to be acknowledged. */
