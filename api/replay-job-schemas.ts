@@ -144,7 +144,7 @@ export const replayJobComponents: JsonSchema[] = [
   replayJobRequest,
   replayJobFilters,
   replayJob,
-  pageSchema('ReplayJobPage', 'ReplayJob', "A page of the tenant's replay jobs, newest first."),
+  pageSchema('ReplayJobPage', 'ReplayJob', "A page of the tenant's replay jobs, newest first.", replayJob.examples[0]),
 ];
 
 const idParams = {

@@ -313,9 +313,15 @@ export const webhookComponents: JsonSchema[] = [
   delivery,
   attempt,
   deliveryDetail,
-  pageSchema('SubscriptionPage', 'Subscription', 'A page of the tenant subscriptions.'),
-  pageSchema('EventTypePage', 'EventType', 'The event-type catalogue, in one page (nextCursor is always null).'),
-  pageSchema('DeliveryPage', 'Delivery', 'A page of the delivery history, newest first.'),
+  pageSchema('SubscriptionPage', 'Subscription', 'A page of the tenant subscriptions.', subscription.examples[0]),
+  pageSchema(
+    'EventTypePage',
+    'EventType',
+    'The event-type catalogue, in one page (nextCursor is always null).',
+    eventType.examples[0],
+    null,
+  ),
+  pageSchema('DeliveryPage', 'Delivery', 'A page of the delivery history, newest first.', deliveryExample),
 ];
 
 /** A documented schema of the OpenAPI 3.0 document (overrides are applied after the conversion). */

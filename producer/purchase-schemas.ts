@@ -132,7 +132,7 @@ const purchaseOrderAmend = {
 export const purchaseComponents: JsonSchema[] = [
   item,
   itemCreate,
-  pageSchema('ItemPage', 'Item', 'A page of the tenant items.'),
+  pageSchema('ItemPage', 'Item', 'A page of the tenant items.', item.examples[0]),
   purchaseOrder,
   quantity,
   currency,

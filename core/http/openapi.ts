@@ -83,12 +83,25 @@ export const AUTH_ERRORS = [401, 403, 431, 503] as const satisfies readonly Erro
 /** What a method that carries a body can answer before its handler runs: bad JSON, too large, not JSON. */
 export const BODY_ERRORS = [400, 413, 415] as const satisfies readonly ErrorStatus[];
 
-/** A `{"items": [...], "nextCursor": …}` page of `item` (a component name), DESIGN §7. */
-export function pageSchema(name: string, item: string, description: string) {
+/** A cursor as the API hands it out (opaque: base64url of the position), for examples. */
+export const CURSOR_EXAMPLE = 'AAEAAAAHZGVsaXZlcnkAAAAAAQ';
+
+/**
+ * A `{"items": [...], "nextCursor": …}` page of `item` (a component name), DESIGN §7, with an example page of
+ * `example` items.
+ */
+export function pageSchema(
+  name: string,
+  item: string,
+  description: string,
+  example: unknown,
+  nextCursor: string | null = CURSOR_EXAMPLE,
+) {
   return {
     $id: name,
     type: 'object',
     description,
+    examples: [{ items: [example], nextCursor }],
     required: ['items', 'nextCursor'],
     additionalProperties: false,
     properties: {
@@ -117,6 +130,7 @@ export const limitParameter = {
   maximum: 500,
   default: 50,
   description: 'items per page',
+  examples: [50],
 } as const;
 
 /** An OpenAPI document: only the parts this module reads or rewrites are typed. */

@@ -364,6 +364,44 @@ describe('webhook API: access', () => {
 
     type Schema = { $ref?: string; properties?: Record<string, unknown> };
 
+    it.each(['/CoreWebhook/openapi.json', '/CorePurchase/openapi.json'])(
+      '%s: every operation has an id, tags, and an example of the body it takes and of each answer with content',
+      async (url) => {
+        type Content = Record<string, { schema?: Schema & { examples?: unknown[] }; example?: unknown }>;
+        type Described = Operation & {
+          operationId?: string;
+          requestBody?: { content: Content };
+          responses: Record<string, { content?: Content }>;
+        };
+        const document = (await documentAt(url)) as unknown as {
+          paths: Record<string, Record<string, Described>>;
+          components: { schemas: Record<string, { examples?: unknown[]; example?: unknown }> };
+        };
+        const exampled = (content: Content | undefined) =>
+          Object.values(content ?? {}).every(({ schema, example }) => {
+            if (example !== undefined || (schema?.examples?.length ?? 0) > 0) return true;
+            // OpenAPI 3.0 documents carry a schema's first example as `example`.
+            const component = document.components.schemas[schema?.$ref?.replace('#/components/schemas/', '') ?? ''];
+            return component?.example !== undefined || (component?.examples?.length ?? 0) > 0;
+          });
+        const ids = new Set<string>();
+        for (const [route, item] of Object.entries(document.paths)) {
+          for (const [method, operation] of Object.entries(item).filter(([name]) => METHODS.includes(name))) {
+            const name = `${method.toUpperCase()} ${route}`;
+            expect(operation.operationId, name).toMatch(/^[a-z][A-Za-z]+$/);
+            ids.add(operation.operationId!);
+            expect(operation.tags?.length, name).toBeGreaterThan(0);
+            if (operation.requestBody) expect(exampled(operation.requestBody.content), `${name} body`).toBe(true);
+            for (const [status, answer] of Object.entries(operation.responses)) {
+              // Problems share one schema whose example is the 400 of a validation; successes each have their own.
+              if (status.startsWith('2')) expect(exampled(answer.content), `${name} ${status}`).toBe(true);
+            }
+          }
+        }
+        expect(ids.size).toBeGreaterThan(5);
+      },
+    );
+
     it('documents a delivery with its abandonReason apart from the last error', async () => {
       const document = (await documentAt('/CoreWebhook/openapi.json')) as unknown as {
         paths: Record<
