@@ -448,7 +448,11 @@ try {
     const unasked = phaseRestarts.filter((line) => !line.startsWith(supervisedVictim(fault)));
     const notes = [
       note,
-      figures.clientErrors ? `${figures.clientErrors} client errors (no HTTP answer), not expected` : '',
+      figures.clientErrors
+        ? fault === 'gateway'
+          ? `${figures.clientErrors} client errors (no HTTP answer) while the only gateway was down`
+          : `${figures.clientErrors} client errors (no HTTP answer), not expected`
+        : '',
       figures.noDraft ? `${figures.noDraft} ticks without a draft order to validate` : '',
       figures.unconfirmedDelivered ? `${figures.unconfirmedDelivered} deliveries of unconfirmed validations` : '',
       `last expected delivery ${seconds(figures.drainedMs)} after the fault's end`,
