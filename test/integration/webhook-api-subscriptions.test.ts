@@ -513,7 +513,11 @@ describe('webhook API: subscriptions', () => {
         failureDays: 0,
       });
       // The window bookkeeping was reset too: the next failure day counts from one again.
-      expect(await store.recordFailureDay(tenant, created.id, 3_000, 10)).toEqual({ failureDays: 1, disabled: false });
+      expect(await store.recordFailureDay(tenant, created.id, 3_000, 10)).toEqual({
+        failureDays: 1,
+        disabled: false,
+        disabledNow: false,
+      });
     });
 
     it('re-enables a subscription auto-disabled after the failure days', async () => {
