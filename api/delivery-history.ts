@@ -8,6 +8,10 @@ export interface HistoryQuery {
   eventId?: string;
   eventType?: string;
   status?: DeliveryStatus;
+  /** Queued at or after this time (epoch ms). */
+  from?: number;
+  /** Queued before this time (epoch ms). */
+  to?: number;
   limit: number;
   cursor?: string;
 }
@@ -61,7 +65,11 @@ export async function listDeliveries(
     (query.subscriptionId === undefined || delivery.subscriptionId === query.subscriptionId) &&
     (query.eventType === undefined || delivery.eventType === query.eventType) &&
     (query.eventId === undefined || delivery.eventId === query.eventId) &&
-    (query.status === undefined || delivery.status === query.status);
+    (query.status === undefined || delivery.status === query.status) &&
+    (query.from === undefined || delivery.queuedAt.getTime() >= query.from) &&
+    (query.to === undefined || delivery.queuedAt.getTime() < query.to);
+  // A time range bounds the hours read; rows at its edges are filtered like any other condition.
+  const ranged = query.from !== undefined || query.to !== undefined;
   const newPage = (filtered: boolean): Page => ({
     store,
     tenantId: query.tenantId,
@@ -77,7 +85,7 @@ export async function listDeliveries(
     // A cursor of another listing (an hour position) is no position in this one.
     if (position && (position.hour !== EVENT_LISTING || position.id === '')) throw invalidCursor();
     const page = newPage(
-      query.subscriptionId !== undefined || query.eventType !== undefined || query.status !== undefined,
+      query.subscriptionId !== undefined || query.eventType !== undefined || query.status !== undefined || ranged,
     );
     const stop = await scanPartition(
       page,
@@ -93,10 +101,19 @@ export async function listDeliveries(
       : query.eventType !== undefined
         ? { table: 'eventType' as const, tenantId: query.tenantId, key: query.eventType }
         : { table: 'tenant' as const, tenantId: query.tenantId };
-  const page = newPage(query.status !== undefined || (index.table === 'subscription' && query.eventType !== undefined));
+  const page = newPage(
+    query.status !== undefined || ranged || (index.table === 'subscription' && query.eventType !== undefined),
+  );
   if (position && position.hour < 0) throw invalidCursor();
-  const horizon = Math.floor((now - retentionMs) / HOUR);
-  let hour = position?.hour ?? Math.floor(now / HOUR);
+  const horizon = Math.max(
+    Math.floor((now - retentionMs) / HOUR),
+    query.from === undefined ? -Infinity : Math.floor(query.from / HOUR),
+  );
+  const newest = Math.min(
+    Math.floor(now / HOUR),
+    query.to === undefined ? Infinity : Math.floor((query.to - 1) / HOUR),
+  );
+  let hour = position ? Math.min(position.hour, newest) : newest;
   for (let scanned = 0; hour >= horizon && scanned < HOURS_PER_PAGE && page.budget > 0; scanned += 1, hour -= 1) {
     // A cursor with an empty id starts an hour from its newest row.
     const before = position && position.hour === hour && position.id !== '' ? entryOf(position) : undefined;

@@ -10,6 +10,7 @@ import {
 } from '../core/replay-jobs/replay-job.ts';
 import type { ReplayJobStore } from '../core/replay-jobs/replay-job-store.ts';
 import { replayJobComponents, replayJobLinks, replayJobOperations } from './replay-job-schemas.ts';
+import { timeRange } from './time-range.ts';
 
 export interface ReplayJobRoutesOptions {
   jobs: Pick<ReplayJobStore, 'create' | 'get' | 'page' | 'cancel'>;
@@ -127,21 +128,7 @@ function replayFilters(body: ReplayJobRequest): ReplayFilters {
   if (body.subscriptionId !== undefined) filters.subscriptionId = body.subscriptionId;
   if (body.eventTypes !== undefined) filters.eventTypes = [...new Set(body.eventTypes)];
   if (body.status !== undefined) filters.status = body.status;
-  if (body.from !== undefined) filters.from = instant(body.from, 'from');
-  if (body.to !== undefined) filters.to = instant(body.to, 'to');
-  if (filters.from !== undefined && filters.to !== undefined && filters.to <= filters.from) {
-    throw new InvalidInputError([{ path: 'to', message: `must be after from (${body.from})` }]);
-  }
-  return filters;
-}
-
-/** Epoch ms of an RFC 3339 date-time (validated by the schema); a leap second (…:60) is the next second's start. */
-function instant(text: string, path: string): number {
-  const parsed = Date.parse(text);
-  if (!Number.isNaN(parsed)) return parsed;
-  const leap = Date.parse(text.replace(/(T\d{2}:\d{2}):60/i, '$1:59')) + 1_000;
-  if (Number.isNaN(leap)) throw new InvalidInputError([{ path, message: 'is not a date-time this service reads' }]);
-  return leap;
+  return { ...filters, ...timeRange(body.from, body.to) };
 }
 
 /** A job as the API answers it (component ReplayJob). */

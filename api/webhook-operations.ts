@@ -177,13 +177,25 @@ export const webhookOperations = {
         eventId: { type: 'string', minLength: 1, maxLength: 64 },
         eventType: { type: 'string', minLength: 1, maxLength: 200 },
         status: { type: 'string', enum: DELIVERY_STATUSES },
+        from: {
+          type: 'string',
+          format: 'date-time',
+          description: 'only deliveries queued at or after this time',
+          examples: ['2026-03-02T00:00:00.000Z'],
+        },
+        to: {
+          type: 'string',
+          format: 'date-time',
+          description: 'only deliveries queued before this time; after `from` when both are given (400 otherwise)',
+          examples: ['2026-03-03T00:00:00.000Z'],
+        },
         limit: limitParameter,
         cursor: { ...cursorParameter, maxLength: 500 },
       },
     },
     response: {
       200: ok('DeliveryPage', 'A page of deliveries (possibly short: follow nextCursor).'),
-      ...errors([400]),
+      ...errors([400], { 400: 'A query parameter is invalid (named in errors), or `to` is not after `from`.' }),
     },
   },
   getDelivery: {

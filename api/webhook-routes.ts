@@ -20,6 +20,7 @@ import {
   type SubscriptionInput,
 } from './subscription-input.ts';
 import { webhookLinks, webhookOperations } from './webhook-operations.ts';
+import { timeRange } from './time-range.ts';
 
 export interface WebhookRoutesOptions {
   subscriptions: SubscriptionStore;
@@ -265,13 +266,14 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
     },
   );
 
-  app.get<{ Querystring: Omit<HistoryQuery, 'tenantId'> }>(
+  app.get<{ Querystring: Omit<HistoryQuery, 'tenantId' | 'from' | 'to'> & { from?: string; to?: string } }>(
     '/Deliveries',
     { schema: webhookOperations.listDeliveries, links: webhookLinks.listDeliveries },
     async (request) => {
+      const { from, to, ...filters } = request.query;
       const page = await listDeliveries(
         deliveries,
-        { ...request.query, tenantId: request.principal.tenantId },
+        { ...filters, ...timeRange(from, to), tenantId: request.principal.tenantId },
         options.historyRetentionMs,
       );
       return { items: page.items.map(deliveryView), nextCursor: page.nextCursor };

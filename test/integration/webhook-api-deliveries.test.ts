@@ -232,6 +232,49 @@ describe('webhook API: deliveries', () => {
       expect(await collect(query(), 1)).toEqual(expected);
     });
 
+    it('filters by a time range of queue times (from inclusive, to exclusive), alone and with other filters', async () => {
+      const at = (index: number) => seededA[index]!.queuedAt.getTime();
+      const within = (from: number | undefined, to: number | undefined) => (d: Delivery) =>
+        (from === undefined || d.queuedAt.getTime() >= from) && (to === undefined || d.queuedAt.getTime() < to);
+      const iso = (ms: number) => new Date(ms).toISOString();
+      // Ranges inside one hour, across many hours (80 h back to 2 h back), open at either end, and on exact edges.
+      const ranges: [number | undefined, number | undefined][] = [
+        [at(4), at(1)],
+        [at(11), at(8)],
+        [at(8), undefined],
+        [undefined, at(10)],
+        [at(7), at(7) + 1],
+        [at(14) - 1, at(13)],
+      ];
+      for (const [from, to] of ranges) {
+        const query = {
+          ...(from === undefined ? {} : { from: iso(from) }),
+          ...(to === undefined ? {} : { to: iso(to) }),
+        };
+        const expected = ids(seededA.filter(within(from, to)));
+        expect(expected.length, JSON.stringify(query)).toBeGreaterThan(0);
+        expect(await collect(query), JSON.stringify(query)).toEqual(expected);
+        expect(await collect(query, 2)).toEqual(expected);
+        const bySubscription = ids(seededA.filter((d) => within(from, to)(d) && d.subscriptionId === subA1.id));
+        expect(await collect({ ...query, subscriptionId: subA1.id })).toEqual(bySubscription);
+        const byEvent = ids(seededA.filter((d) => within(from, to)(d) && d.eventId === eventsA[0]));
+        expect(await collect({ ...query, eventId: eventsA[0]! }, 1)).toEqual(byEvent);
+      }
+      expect(await collect({ from: iso(Date.now() + HOUR) })).toEqual([]);
+      expect(await collect({ to: iso(at(seededA.length - 1)) })).toEqual([]);
+    });
+
+    it('refuses a time range whose to is not after its from, and a from that is no date-time (400 naming it)', async () => {
+      const now = new Date().toISOString();
+      const equal = await hooks<{ errors: { path: string }[] }>('GET', `/Deliveries?from=${now}&to=${now}`);
+      expect(equal.status).toBe(400);
+      expect(equal.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(equal.body.errors.map((error) => error.path)).toEqual(['to']);
+      const garbled = await hooks<{ errors: { path: string }[] }>('GET', '/Deliveries?from=yesterday');
+      expect(garbled.status).toBe(400);
+      expect(JSON.stringify(garbled.body.errors)).toContain('from');
+    });
+
     it('answers an empty list for filters that match nothing', async () => {
       const queries: Record<string, string>[] = [
         { subscriptionId: 'none' },

@@ -57,11 +57,13 @@ def before_call(context, case, kwargs):
             body["url"] = _public(body["url"])
         if isinstance(body.get("oauth2"), dict) and "tokenUrl" in body["oauth2"]:
             body["oauth2"]["tokenUrl"] = _public(body["oauth2"]["tokenUrl"])
-    # A bulk replay's `to` is after its `from` (400 otherwise, as the document says): a drawn `to` that is not is left out.
-    if operation_id == "createReplayJob" and isinstance(body, dict) and "from" in body and "to" in body:
-        start, end = _instant(body["from"]), _instant(body["to"])
+    # A bulk replay's or a history listing's `to` is after its `from` (400 otherwise, as the documents say): a drawn
+    # `to` that is not is left out.
+    ranged = body if operation_id == "createReplayJob" else case.query if operation_id == "listDeliveries" else None
+    if isinstance(ranged, dict) and "from" in ranged and "to" in ranged:
+        start, end = _instant(ranged["from"]), _instant(ranged["to"])
         if start is None or end is None or end <= start:
-            del body["to"]
+            del ranged["to"]
     if operation_id in ("createPurchaseOrder", "amendPurchaseOrder") and isinstance(body, dict):
         for row in body.get("rows") or []:
             if isinstance(row, dict):
