@@ -9,7 +9,7 @@ import { listDeliveries, type HistoryQuery } from './delivery-history.ts';
 import { ConflictError, DependencyUnavailableError, InvalidInputError, NotFoundError } from '../core/errors.ts';
 import type { PageQuery } from '../core/http/paging.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
-import { queueReplays, replayable, replayRecord } from '../core/deliveries/replay.ts';
+import { queueReplays, replayable, replayRecord, sentEnvelope } from '../core/deliveries/replay.ts';
 import { randomBytes } from 'node:crypto';
 import { deliveryIdFor, newId } from '../core/ids.ts';
 import type { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
@@ -287,10 +287,15 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       const { tenantId } = request.principal;
       const delivery = await deliveries.get(tenantId, request.params.id);
       if (!delivery) throw new NotFoundError('delivery', request.params.id);
-      const attempts = await deliveries.attempts(tenantId, delivery.id);
+      const [attempts, event] = await Promise.all([
+        deliveries.attempts(tenantId, delivery.id),
+        deliveries.getEvent(tenantId, delivery.eventId),
+      ]);
       return {
         ...deliveryView(delivery),
         attempts: attempts.map((attempt) => ({ ...attempt, at: attempt.at.toISOString() })),
+        // The body as sent: rebuilt from the stored event exactly as a replay sends it (core/deliveries/replay.ts).
+        envelope: event ? sentEnvelope(event, delivery.subscriptionId).toString('utf8') : null,
       };
     },
   );

@@ -290,11 +290,36 @@ const attempt = {
 const deliveryDetail = {
   $id: 'DeliveryDetail',
   type: 'object',
-  description: 'A delivery series with its attempts.',
+  description: 'A delivery series with its attempts and the body it sends.',
   additionalProperties: false,
-  required: [...Object.keys(deliveryProperties), 'attempts'],
-  properties: { ...deliveryProperties, attempts: { type: 'array', items: { $ref: 'Attempt#' } } },
-  examples: [{ ...deliveryExample, attempts: [attempt.examples[0]] }],
+  required: [...Object.keys(deliveryProperties), 'attempts', 'envelope'],
+  properties: {
+    ...deliveryProperties,
+    attempts: { type: 'array', items: { $ref: 'Attempt#' } },
+    envelope: {
+      type: ['string', 'null'],
+      description:
+        'The request body every attempt of this series sends (the WebhookEventEnvelope), exactly as sent: the ' +
+        'bytes the signature covers, as UTF-8 text. Null once the event is past its retention.',
+    },
+  },
+  examples: [
+    {
+      ...deliveryExample,
+      attempts: [attempt.examples[0]],
+      envelope:
+        '{"eventId":"0e9b7c1a-4f2d-4b8e-a1c3-5d6e7f8a9b0c","eventType":"purchaseOrder.validated",' +
+        '"occurredAt":"2026-03-02T09:17:03.000Z","entityId":"' +
+        ID_EXAMPLE +
+        '","reference":"PO-2026-000042","resourceUrl":"/CorePurchase/REST/PurchaseOrders/' +
+        ID_EXAMPLE +
+        '","subscriptionId":"' +
+        ID_EXAMPLE +
+        '","payload":{"id":"' +
+        ID_EXAMPLE +
+        '","status":"Validated"},"payloadOmitted":false}',
+    },
+  ],
 } as const;
 
 /** The components of the webhook API, registered with fastify's addSchema (referenced as `Name#`). */

@@ -1,5 +1,5 @@
-// Deliveries: the history, newest first, filtered by the API (subscription, event type, event id, status) and by a
-// time range applied here to the pages loaded (the API has no time filter); cursor paging and live refresh.
+// Deliveries: the history, newest first, filtered by the API (subscription, event type, event id, status, queue-time
+// range); cursor paging and live refresh.
 import { api, query } from '../lib/api.js';
 import { allSubscriptions, eventTypes, subscriptionLabel } from '../lib/catalogue.js';
 import { announce, append, badge, h, hiddenText, relative, replace, shortId, timeElement, uid } from '../lib/dom.js';
@@ -30,29 +30,27 @@ export async function renderDeliveries(view, { params, signal }) {
   // `generation` changes with the filters: an answer to a request made under older filters is dropped, so a refresh
   // or a page in flight when the filters change never brings rows that do not match them.
   const state = { rows: new Map(), cursor: null, generation: 0 };
-  const inRange = (delivery) => {
-    const queued = new Date(delivery.queuedAt).getTime();
-    const from = filters.from ? new Date(filters.from).getTime() : -Infinity;
-    const to = filters.to ? new Date(filters.to).getTime() : Infinity;
-    return queued >= from && queued <= to;
-  };
   const summarize = () => {
-    const shown = [...state.rows.values()].filter((row) => !row.hidden).length;
-    const ranged = filters.from || filters.to;
+    const shown = state.rows.size;
     summary.textContent =
-      `${shown} ${shown === 1 ? 'delivery' : 'deliveries'} shown` +
-      (ranged ? ` of ${state.rows.size} loaded (time range applied to the loaded pages)` : '') +
-      (state.cursor ? '; more can be loaded.' : '.');
+      `${shown} ${shown === 1 ? 'delivery' : 'deliveries'} shown` + (state.cursor ? '; more can be loaded.' : '.');
   };
   const place = (delivery, where) => {
     const row = deliveryRow(delivery, labels);
-    row.hidden = !inRange(delivery);
     state.rows.set(delivery.id, row);
     if (where === 'top') body.prepend(row);
     else body.append(row);
   };
+  // The time inputs are local times without a zone (datetime-local): the API takes them as instants.
+  const instant = (local) => (local ? new Date(local).toISOString() : '');
   const apiQuery = (cursor) =>
-    query({ ...Object.fromEntries(API_FILTERS.map((name) => [name, filters[name]])), limit: PAGE, cursor });
+    query({
+      ...Object.fromEntries(API_FILTERS.map((name) => [name, filters[name]])),
+      from: instant(filters.from),
+      to: instant(filters.to),
+      limit: PAGE,
+      cursor,
+    });
 
   const loadPage = async () => {
     let count = 0;
@@ -98,7 +96,6 @@ export async function renderDeliveries(view, { params, signal }) {
           added += 1;
         } else if (row.dataset.version !== version(delivery)) {
           const fresh = deliveryRow(delivery, labels);
-          fresh.hidden = !inRange(delivery);
           row.replaceWith(fresh);
           state.rows.set(delivery.id, fresh);
           changed += 1;
@@ -229,13 +226,8 @@ function filterForm(filters, subscriptions, types, apply) {
     h('div', { class: 'field' }, h('label', { for: ids.eventId }, 'Event ID'), eventId),
     h('div', { class: 'field' }, h('label', { for: ids.status }, 'Status'), status),
     h('div', { class: 'field' }, h('label', { for: ids.from }, 'Queued from'), from),
-    h('div', { class: 'field' }, h('label', { for: ids.to }, 'Queued until'), to),
-    h(
-      'p',
-      { class: 'hint wide', id: ids.note },
-      'The API has no time filter: the time range filters the deliveries loaded so far, in your browser. ' +
-        'Use "Load more" to reach further back.',
-    ),
+    h('div', { class: 'field' }, h('label', { for: ids.to }, 'Queued before'), to),
+    h('p', { class: 'hint wide', id: ids.note }, 'Times are in your time zone; "from" is included, "before" is not.'),
     h(
       'div',
       { class: 'actions wide' },

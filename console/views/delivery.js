@@ -1,5 +1,5 @@
-// One delivery: its ids, the headers it was sent with (reconstructed), every attempt on a timeline with the next
-// retry, and replay. Refreshed live while it is still pending.
+// One delivery: its ids, the body and headers it was sent with (headers reconstructed), every attempt on a timeline
+// with the next retry, and replay. Refreshed live while it is still pending.
 import { api } from '../lib/api.js';
 import { announce, append, badge, h, relative, replace, timeElement } from '../lib/dom.js';
 import { liveControl, poll } from '../lib/live.js';
@@ -34,6 +34,7 @@ export async function renderDelivery(view, { id, signal }) {
       ids(delivery, subscription),
       timeline(delivery),
       headers(delivery, subscription),
+      body(delivery),
     );
   };
   show();
@@ -133,8 +134,7 @@ function ids(delivery, subscription) {
     h(
       'p',
       { class: 'hint' },
-      'The body sent is a WebhookEventEnvelope with these ids around the producer\u2019s payload; the history does ' +
-        'not keep the body itself. ',
+      'The body sent is a WebhookEventEnvelope with these ids around the producer\u2019s payload (below). ',
       h('a', { href: '#/event-types' }, 'The payload\u2019s schema and an example'),
       ' are in the catalogue.',
     ),
@@ -238,5 +238,33 @@ function timeline(delivery) {
     { 'aria-labelledby': 'attempts-heading' },
     h('h2', { id: 'attempts-heading' }, 'Attempts'),
     items.length === 0 ? h('p', { class: 'muted' }, 'No attempt yet.') : h('ol', { class: 'timeline' }, items),
+  );
+}
+
+/** The request body, as sent (the bytes the signature covers), shown indented for reading. */
+function body(delivery) {
+  let shown = delivery.envelope;
+  if (shown !== null) {
+    try {
+      shown = JSON.stringify(JSON.parse(shown), null, 2);
+    } catch {
+      // Not JSON after all: shown as it is.
+    }
+  }
+  return h(
+    'section',
+    { 'aria-labelledby': 'body-heading' },
+    h('h2', { id: 'body-heading' }, 'Body sent'),
+    shown === null
+      ? h('p', { class: 'muted' }, 'The event is past its retention: its body is no longer kept.')
+      : [
+          h(
+            'p',
+            { class: 'hint' },
+            'Indented here for reading; the receiver got it on one line, byte for byte as in the history, which is ' +
+              'what the signature covers.',
+          ),
+          h('pre', { class: 'json', tabindex: 0, 'aria-label': 'Body sent' }, h('code', {}, shown)),
+        ],
   );
 }

@@ -53,18 +53,21 @@ export function replayRecord(original: Delivery, event: StoredEvent, series: Rep
     queuedAt: series.queuedAt,
     attempt: 1,
     dueAt: 0,
-    // Exactly the bytes first sent, whatever the payload limit is now: a payload is kept only when it was embedded
-    // (router), so a kept one is embedded again and a missing one omitted again; the signature matches.
-    envelope: buildEnvelope(
-      { ...event, subscriptionId: original.subscriptionId },
-      event.payload,
-      Number.POSITIVE_INFINITY,
-    ),
+    envelope: sentEnvelope(event, original.subscriptionId),
     signature: original.signature,
     replayOf: original.id,
     ...(original.test ? { test: true } : {}),
     ...(series.replayJobId === undefined ? {} : { replayJobId: series.replayJobId }),
   };
+}
+
+/**
+ * The envelope bytes the deliveries of `event` to `subscriptionId` were sent with, whatever the payload limit is now:
+ * a payload is kept only when it was embedded (router), so a kept one is embedded again and a missing one omitted
+ * again, and the stored signature matches.
+ */
+export function sentEnvelope(event: StoredEvent, subscriptionId: string): Buffer {
+  return buildEnvelope({ ...event, subscriptionId }, event.payload, Number.POSITIVE_INFINITY);
 }
 
 /**

@@ -356,9 +356,15 @@ describe('webhook API: deliveries', () => {
           },
           { attempt: 2, at: second.toISOString(), statusCode: 503, errorMessage: 'HTTP 503', durationMs: 12 },
         ],
+        // Seeded without its event (as one past retention): the body can no longer be shown.
+        envelope: null,
       });
       const fresh = seededA.find((d) => d.status === 'queued')!;
-      expect((await hooks('GET', `/Deliveries/${fresh.id}`)).body).toEqual({ ...view(fresh), attempts: [] });
+      expect((await hooks('GET', `/Deliveries/${fresh.id}`)).body).toEqual({
+        ...view(fresh),
+        attempts: [],
+        envelope: null,
+      });
     });
   });
 
@@ -453,7 +459,7 @@ describe('webhook API: deliveries', () => {
         expect(location.pathname).toBe(`${WEBHOOKS}/Deliveries/${replayed.id}`);
         const fetched = await call<DeliveryView>(api.base, 'GET', location.pathname, { token: tokenA });
         expect(fetched.status).toBe(200);
-        expect(fetched.body).toEqual({ ...replayed, attempts: [] });
+        expect(fetched.body).toEqual({ ...replayed, attempts: [], envelope: envelope.toString('utf8') });
 
         const published = await waitFor(() => records.get(replayed.id), 'the replay on the deliveries topic');
         expect(published.key).toBe(subA1.id);
@@ -514,6 +520,10 @@ describe('webhook API: deliveries', () => {
       const published = await waitFor(() => records.get(answer.body.id as string), 'the replay on the topic');
       expect(Buffer.compare(published.record.envelope, envelope)).toBe(0);
       expect(published.record.signature).toBe(signBody(secret, published.record.envelope));
+      // The history shows the body as sent: the bytes its signature covers.
+      const shown = await hooks<{ envelope: string | null; signature: string }>('GET', `/Deliveries/${original.id}`);
+      expect(Buffer.from(shown.body.envelope!, 'utf8').equals(envelope)).toBe(true);
+      expect(signBody(secret, Buffer.from(shown.body.envelope!, 'utf8'))).toBe(original.signature);
     });
 
     it.each(['queued', 'retrying'] as const)(
