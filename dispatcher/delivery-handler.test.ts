@@ -183,6 +183,10 @@ function setup(options: Setup = {}) {
     metrics,
     log,
     now: () => clock,
+    /** Moves the fake clock (a record consumed later). */
+    setNow: (at: number) => {
+      clock = at;
+    },
   };
 }
 
@@ -789,6 +793,38 @@ describe('delivery handler: adaptive concurrency and Retry-After', () => {
     await t.handle(deliveryRecord());
     expect(t.scheduleRetry).toHaveBeenCalledWith(0, expect.objectContaining({ dueAt: t.now() + MINUTE }));
     expect(t.metrics.retryAfterDeferral).not.toHaveBeenCalled();
+  });
+
+  it('a Retry-After longer than every tier holds the retry until then: hops without an attempt, then the POST', async () => {
+    const t = setup({ results: [throttled(429, 6 * HOUR), throttled(503)] });
+    await t.handle(deliveryRecord());
+    const at = t.now();
+    const holdUntil = at + 6 * HOUR;
+    expect(t.scheduleRetry).toHaveBeenLastCalledWith(
+      8,
+      expect.objectContaining({ attempt: 2, dueAt: at + 4 * HOUR, holdUntil }),
+    );
+    // The history says when the next attempt really comes.
+    expect(t.attempts.recordAttempt).toHaveBeenCalledWith(SERIES, expect.objectContaining({ statusCode: 429 }), {
+      status: 'retrying',
+      nextRetryAt: new Date(holdUntil),
+    });
+    expect(t.metrics.retryAfterDeferral).toHaveBeenCalledTimes(1);
+    const parked = t.scheduleRetry.mock.lastCall![1];
+
+    // Consumed from the 4 h tier, 2 h before its hold ends: no POST, on to the 64 m tier with the same attempt.
+    t.setNow(at + 4 * HOUR);
+    await t.handle(parked);
+    expect(t.send).toHaveBeenCalledTimes(1);
+    expect(t.scheduleRetry).toHaveBeenLastCalledWith(6, { ...parked, dueAt: at + 4 * HOUR + 64 * MINUTE });
+
+    // At the hold's end the attempt is made; its own retry follows the schedule, no longer held.
+    t.setNow(holdUntil);
+    await t.handle({ ...parked, dueAt: holdUntil });
+    expect(t.send).toHaveBeenCalledTimes(2);
+    const next = t.scheduleRetry.mock.lastCall![1];
+    expect(next).toMatchObject({ attempt: 3, dueAt: holdUntil + 2 * MINUTE });
+    expect(next.holdUntil).toBeUndefined();
   });
 
   it('a Retry-After past the deadline: no more attempts, the delivery hops to its deadline', async () => {

@@ -4,7 +4,7 @@ import type { SeriesIdentity, SeriesRef, SeriesState } from '../core/deliveries/
 import type { Logger } from '../core/log.ts';
 import type { DeliveryMetrics } from '../core/metrics.ts';
 import type { Subscription } from '../core/subscriptions/subscription.ts';
-import { decideFate, failureWindow, LIFETIME_EXCEEDED, nextHop, type AttemptResult } from './outcome.ts';
+import { decideFate, failureWindow, holdHop, LIFETIME_EXCEEDED, nextHop, type AttemptResult } from './outcome.ts';
 import type { OutboundRequest, Sender } from './http-sender.ts';
 
 /** Where attempts and final states are written. */
@@ -182,6 +182,12 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
       if (hop.kind === 'expire') await deps.scheduleRetry(hop.tier, { ...record, dueAt: hop.dueAt });
       return;
     }
+    if (record.holdUntil !== undefined && now() < record.holdUntil) {
+      // Held by a Retry-After longer than every tier: hop on toward the time it asked, without an attempt.
+      const hop = holdHop(now(), record.holdUntil, settings.retryDelaysMs);
+      await deps.scheduleRetry(hop.tier, { ...record, dueAt: hop.dueAt });
+      return;
+    }
     if (subscription.unreadableSecrets) {
       // A secret no configured key opens can never be used: retrying would stall the partition for nothing. The fault
       // is ours (a key dropped from SECRETS_PREVIOUS_KEYS too early), so the subscription is not marked failing.
@@ -258,15 +264,17 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
     } else if (fate.kind === 'retry' || fate.kind === 'expire') {
       deps.metrics?.outcome('retrying', result.durationMs);
       if (fate.kind === 'retry' && fate.retryAfter) deps.metrics?.retryAfterDeferral();
-      // An expiry hop makes no attempt: the series has no next retry, it waits for its deadline.
-      const nextRetryAt = fate.kind === 'retry' ? new Date(fate.dueAt) : null;
+      // An expiry hop makes no attempt: the series has no next retry, it waits for its deadline. A held retry is
+      // made when its hold ends.
+      const nextRetryAt = fate.kind === 'retry' ? new Date(fate.holdUntil ?? fate.dueAt) : null;
       await write({ status: 'retrying', nextRetryAt });
-      const { expiryHop: _hop, mayBeDuplicate: _checked, ...series } = record;
+      const { expiryHop: _hop, mayBeDuplicate: _checked, holdUntil: _held, ...series } = record;
       const next = {
         ...series,
         attempt: record.attempt + 1,
         dueAt: fate.dueAt,
         ...(fate.kind === 'expire' ? { expiryHop: true } : {}),
+        ...(fate.kind === 'retry' && fate.holdUntil !== undefined ? { holdUntil: fate.holdUntil } : {}),
       };
       await durably('scheduling the retry', record, () => deps.scheduleRetry(fate.tier, next));
       const retryAfter = result.retryAfterMs === undefined ? {} : { retryAfterMs: result.retryAfterMs };

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { decideFate, failureWindow, nextHop, parseRetryAfter, retryAfterWait, type AttemptResult } from './outcome.ts';
+import {
+  decideFate,
+  failureWindow,
+  holdHop,
+  nextHop,
+  parseRetryAfter,
+  retryAfterWait,
+  type AttemptResult,
+} from './outcome.ts';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -219,18 +227,38 @@ describe('decideFate with Retry-After (429 and 503)', () => {
       dueAt: now + DELAYS[tier]!,
       ...(tier === scheduled ? {} : { retryAfter: true }),
     });
-    if (fate.kind === 'retry') expect(fate.dueAt - now).toBeGreaterThanOrEqual(Math.min(retryAfterMs, 4 * HOUR));
+    if (fate.kind === 'retry') expect(fate.dueAt - now).toBeGreaterThanOrEqual(retryAfterMs);
   });
 
-  it('caps an absurd Retry-After at the longest delay: a day, or a century, waits 4 h', () => {
+  it('holds a Retry-After longer than every tier: the retry comes no earlier than it asks, within the lifetime', () => {
+    // 6 h from an attempt 10 s into the series: the 4 h tier first, then hops without an attempt until 6 h.
+    const fate = decideFate(asking(429, 6 * HOUR), 1, now, deadline, DELAYS);
+    expect(fate).toEqual({
+      kind: 'retry',
+      tier: 8,
+      dueAt: now + 4 * HOUR,
+      retryAfter: true,
+      holdUntil: now + 6 * HOUR,
+    });
+    let at = now + 4 * HOUR;
+    const hops: number[] = [];
+    while (at < now + 6 * HOUR) {
+      const hop = holdHop(at, now + 6 * HOUR, DELAYS);
+      hops.push(hop.tier);
+      at = hop.dueAt;
+    }
+    expect(hops).toEqual([6, 5, 4, 3]); // the 2 h left: 64 m, 32 m, 16 m, 8 m, landing at 6 h exactly
+    expect(at).toBe(now + 6 * HOUR);
+    // A hold that no tier divides ends less than the shortest delay after the time asked, never before it.
+    const odd = holdHop(now, now + 90_000, DELAYS);
+    expect(odd).toEqual({ tier: 0, dueAt: now + MINUTE });
+    expect(holdHop(odd.dueAt, now + 90_000, DELAYS)).toEqual({ tier: 0, dueAt: now + 2 * MINUTE });
+  });
+
+  it('a Retry-After of a day or a century cannot be honoured within the lifetime: the delivery hops to its deadline', () => {
     for (const retryAfterMs of [DAY, 100 * 365 * DAY, Number.MAX_SAFE_INTEGER]) {
-      expect(decideFate(asking(429, retryAfterMs), 1, now, deadline, DELAYS)).toEqual({
-        kind: 'retry',
-        tier: 8,
-        dueAt: now + 4 * HOUR,
-        retryAfter: true,
-      });
-      expect(retryAfterWait(asking(429, retryAfterMs), DELAYS)).toBe(4 * HOUR);
+      expect(decideFate(asking(429, retryAfterMs), 1, now, deadline, DELAYS)).toEqual(nextHop(now, deadline, DELAYS));
+      expect(retryAfterWait(asking(429, retryAfterMs))).toBe(retryAfterMs);
     }
   });
 
@@ -241,7 +269,7 @@ describe('decideFate with Retry-After (429 and 503)', () => {
         tier: 0,
         dueAt: now + MINUTE,
       });
-      expect(retryAfterWait(asking(status, HOUR), DELAYS)).toBeUndefined();
+      expect(retryAfterWait(asking(status, HOUR))).toBeUndefined();
     }
   });
 

@@ -11,8 +11,12 @@ export interface AttemptResult {
 
 export type Fate =
   | { kind: 'acknowledged' }
-  /** `retryAfter`: the answer's Retry-After, not the schedule, chose the tier (a later one than the schedule's). */
-  | { kind: 'retry'; tier: number; dueAt: number; retryAfter?: true }
+  /**
+   * `retryAfter`: the answer's Retry-After, not the schedule, chose the tier (a later one than the schedule's).
+   * `holdUntil`: the Retry-After asks for more than the longest tier's delay; the record hops through tiers (no attempt)
+   * until this time, then the attempt is made.
+   */
+  | { kind: 'retry'; tier: number; dueAt: number; retryAfter?: true; holdUntil?: number }
   /** No attempt fits before the deadline: the record hops through a tier toward it, to be abandoned there. */
   | { kind: 'expire'; tier: number; dueAt: number }
   | { kind: 'abandoned'; reason: string };
@@ -28,8 +32,9 @@ export const LIFETIME_EXCEEDED = 'delivery lifetime exceeded';
  *
  * A 429 or 503 with Retry-After is retried no earlier than it asks: when the schedule's tier comes sooner, the retry
  * goes to the shortest tier whose delay covers the wait (never a due time between tiers, which would hold up the
- * tier's later records behind it). The wait is capped at the longest tier's delay (retryAfterCap); past the deadline,
- * the delivery is abandoned at the deadline as any other.
+ * tier's later records behind it). A wait longer than every tier is held: the record hops through tiers toward the
+ * time asked (holdHop) and is attempted then. A wait that ends at or past the deadline cannot be honoured within the
+ * lifetime: the delivery hops to its deadline and is abandoned there, as any other.
  */
 export function decideFate(
   result: AttemptResult,
@@ -42,7 +47,13 @@ export function decideFate(
     return { kind: 'acknowledged' };
   if (now >= deadline) return { kind: 'abandoned', reason: LIFETIME_EXCEEDED };
   const scheduled = Math.min(attempt - 1, retryDelaysMs.length - 1);
-  const wait = retryAfterWait(result, retryDelaysMs);
+  const wait = retryAfterWait(result);
+  if (wait !== undefined && wait > retryAfterCap(retryDelaysMs)) {
+    const holdUntil = now + wait;
+    if (holdUntil >= deadline) return nextHop(now, deadline, retryDelaysMs);
+    const hop = holdHop(now, holdUntil, retryDelaysMs);
+    return { kind: 'retry', tier: hop.tier, dueAt: hop.dueAt, retryAfter: true, holdUntil };
+  }
   let tier = scheduled;
   if (wait !== undefined && wait > retryDelaysMs[scheduled]!) {
     tier = retryDelaysMs.reduce(
@@ -58,16 +69,37 @@ export function decideFate(
 /** Answers whose Retry-After is honoured (RFC 9110 §10.2.3 gives it to 503 and 3xx, RFC 6585 to 429). */
 const RETRY_AFTER_STATUSES: ReadonlySet<number> = new Set([429, 503]);
 
-/** The longest wait a Retry-After may impose: the longest retry delay (an absurd value cannot park a delivery). */
+/**
+ * The longest wait one tier covers: the longest retry delay. Longer Retry-After waits are held (holdHop); the
+ * concurrency limiter holds a subscription at one attempt at a time for at most this long.
+ */
 export function retryAfterCap(retryDelaysMs: readonly number[]): number {
   return Math.max(...retryDelaysMs);
 }
 
-/** The wait an attempt's Retry-After imposes, capped; undefined when it has none or its status does not honour it. */
-export function retryAfterWait(result: AttemptResult, retryDelaysMs: readonly number[]): number | undefined {
+/** The wait an attempt's Retry-After imposes; undefined when it has none or its status does not honour it. */
+export function retryAfterWait(result: AttemptResult): number | undefined {
   if (result.retryAfterMs === undefined || result.statusCode === null) return undefined;
   if (!RETRY_AFTER_STATUSES.has(result.statusCode)) return undefined;
-  return Math.min(Math.max(0, result.retryAfterMs), retryAfterCap(retryDelaysMs));
+  return Math.max(0, result.retryAfterMs);
+}
+
+/**
+ * Where a record held by a long Retry-After waits next: the tier with the longest delay that lands at or before
+ * `holdUntil`, so the time left shrinks with every hop; once none fits, the shortest tier, which lands less than its
+ * delay after it. The record is attempted at the first consumption at or after `holdUntil`, never before.
+ */
+export function holdHop(
+  now: number,
+  holdUntil: number,
+  retryDelaysMs: readonly number[],
+): { tier: number; dueAt: number } {
+  const tiers = retryDelaysMs.map((delay, tier) => ({ delay, tier }));
+  const fitting = tiers.filter(({ delay }) => now + delay <= holdUntil);
+  const pick = (fitting.length > 0 ? fitting : tiers).reduce((a, b) =>
+    fitting.length > 0 ? (b.delay > a.delay ? b : a) : b.delay < a.delay ? b : a,
+  );
+  return { tier: pick.tier, dueAt: now + pick.delay };
 }
 
 /**
@@ -100,12 +132,7 @@ const ASCTIME = /^[A-Za-z]{3} [A-Za-z]{3} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/; // 
  */
 export function nextHop(now: number, deadline: number, retryDelaysMs: readonly number[]): Fate {
   if (now >= deadline) return { kind: 'abandoned', reason: LIFETIME_EXCEEDED };
-  const tiers = retryDelaysMs.map((delay, tier) => ({ delay, tier }));
-  const fitting = tiers.filter(({ delay }) => now + delay <= deadline);
-  const pick = (fitting.length > 0 ? fitting : tiers).reduce((a, b) =>
-    fitting.length > 0 ? (b.delay > a.delay ? b : a) : b.delay < a.delay ? b : a,
-  );
-  return { kind: 'expire', tier: pick.tier, dueAt: now + pick.delay };
+  return { kind: 'expire', ...holdHop(now, deadline, retryDelaysMs) };
 }
 
 /** Start of the failure-day window containing `now` (aligned to the epoch, so to UTC midnight for 24 h). */

@@ -56,6 +56,20 @@ describe('delivery messages on Kafka', () => {
     });
   });
 
+  it('a retry held by a long Retry-After carries its hold in a header, and keeps it when consumed', async () => {
+    const held = { ...record, holdUntil: 21_661_000 };
+    const message = await deliveryMessage('retry.4h', held, async (r) => {
+      expect(r).toEqual(record);
+      return Buffer.from('avro');
+    });
+    expect(message.headers).toEqual({ 'due-at': '61000', 'hold-until': '21661000' });
+    expect(fromDeliveryMessage(consumed(message.headers!), record)).toEqual({
+      ...held,
+      expiryHop: false,
+      mayBeDuplicate: false,
+    });
+  });
+
   it('a first attempt carries no header; redelivered after a rebalance it may be a duplicate', async () => {
     const message = await deliveryMessage('deliveries', { ...record, attempt: 1, dueAt: 0 }, async () =>
       Buffer.from('a'),

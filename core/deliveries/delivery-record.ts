@@ -25,15 +25,18 @@ export interface DeliveryRecord {
   /**
    * Transport flags, carried in Kafka headers rather than in the Avro record. `expiryHop`: the record carries no
    * attempt, it only waits in a tier for the series' deadline. `mayBeDuplicate`: the series may have been sent before
-   * (its event was routed again), so its stored state is checked before sending.
+   * (its event was routed again), so its stored state is checked before sending. `holdUntil` (epoch ms): a Retry-After
+   * asked for more than the longest tier's delay; the record hops through tiers without an attempt until then.
    */
   expiryHop?: boolean;
   mayBeDuplicate?: boolean;
+  holdUntil?: number;
 }
 
 /** Kafka headers of the transport flags of a DeliveryRecord, and of its due time. */
 export const EXPIRY_HOP_HEADER = 'expiry-hop';
 export const MAY_BE_DUPLICATE_HEADER = 'may-be-duplicate';
+const HOLD_UNTIL_HEADER = 'hold-until';
 const DUE_AT_HEADER = 'due-at';
 
 /**
@@ -45,11 +48,12 @@ export async function deliveryMessage(
   record: DeliveryRecord,
   encode: (record: DeliveryRecord) => Promise<Buffer>,
 ): Promise<OutgoingRecord> {
-  const { expiryHop, mayBeDuplicate, ...series } = record;
+  const { expiryHop, mayBeDuplicate, holdUntil, ...series } = record;
   const headers: Record<string, string> = {};
   if (series.dueAt > 0) headers[DUE_AT_HEADER] = String(series.dueAt);
   if (expiryHop) headers[EXPIRY_HOP_HEADER] = '1';
   if (mayBeDuplicate) headers[MAY_BE_DUPLICATE_HEADER] = '1';
+  if (holdUntil !== undefined) headers[HOLD_UNTIL_HEADER] = String(holdUntil);
   return { topic, key: series.subscriptionId, value: await encode(series), headers };
 }
 
@@ -64,10 +68,12 @@ export function dueAtOf(message: ConsumedRecord): number | undefined {
  * partition this consumer was just given may be a duplicate as well.
  */
 export function fromDeliveryMessage(message: ConsumedRecord, decoded: DeliveryRecord): DeliveryRecord {
+  const holdUntil = message.headers[HOLD_UNTIL_HEADER];
   return {
     ...decoded,
     expiryHop: message.headers[EXPIRY_HOP_HEADER] === '1',
     mayBeDuplicate: message.redelivered === true || message.headers[MAY_BE_DUPLICATE_HEADER] === '1',
+    ...(holdUntil === undefined ? {} : { holdUntil: Number(holdUntil) }),
   };
 }
 

@@ -209,4 +209,51 @@ describe('adaptive concurrency per subscription', () => {
     }
     expect(retriesAfter429).toBeGreaterThan(30);
   });
+
+  it('a 503 whose Retry-After (an HTTP date) lies past every tier is retried no earlier than that date, and only then', async () => {
+    const tenantId = `tenant-${randomUUID().slice(0, 8)}`;
+    const seen: { at: number; attempt: number }[] = [];
+    let notBefore = 0;
+    const server = createServer((request, response) => {
+      seen.push({ at: Date.now(), attempt: Number(request.headers['x-webhook-attempt']) });
+      request.resume();
+      request.on('end', () => {
+        if (seen.length > 1) return void response.writeHead(204).end();
+        // A whole second at least 4 s ahead: longer than the longest tier (2 s), in the HTTP-date form.
+        notBefore = Math.ceil((Date.now() + 4_000) / 1_000) * 1_000;
+        response.writeHead(503, { 'retry-after': new Date(notBefore).toUTCString() }).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    closers.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
+    await subscribe(tenantId, url, ['purchaseOrder.validated']);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const [eventId] = await events.publish([{ tenantId, eventType: 'purchaseOrder.validated' }]);
+
+    await waitFor(() => seen.length >= 1, 'the first attempt', 30_000);
+    const deliveryId = (
+      await db.execute('SELECT delivery_id FROM deliveries_by_event WHERE tenant_id = ? AND event_id = ?', [
+        tenantId,
+        eventId,
+      ])
+    ).rows[0]?.delivery_id as string;
+    const row = await waitFor(async () => {
+      const found = (
+        await db.execute('SELECT status, next_retry_at FROM deliveries WHERE tenant_id = ? AND id = ?', [
+          tenantId,
+          deliveryId,
+        ])
+      ).rows[0];
+      return found?.status === 'retrying' ? found : undefined;
+    }, 'the delivery to be retrying');
+    // The history announces the retry at the date asked, not at a tier's due time.
+    expect((row.next_retry_at as Date).getTime()).toBe(notBefore);
+    await waitFor(() => seen.length >= 2, 'the retry', 30_000);
+    expect(seen[1]!.attempt).toBe(2);
+    expect(seen[1]!.at).toBeGreaterThanOrEqual(notBefore);
+    // Held through the 2 s tier and beyond without an attempt: two requests in all, the second acknowledged.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(seen).toHaveLength(2);
+  });
 });
