@@ -8,7 +8,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectCassandra } from '../../core/cassandra.ts';
 import { loadConfig } from '../../core/config.ts';
+import { DeliveryStore } from '../../core/deliveries/delivery-store.ts';
+import { newId } from '../../core/ids.ts';
 import { createLogger } from '../../core/log.ts';
 import { repoRoot } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
@@ -70,6 +73,7 @@ describe('operator console in a browser', () => {
   // Shared by the steps, in order.
   let subscriptionId = '';
   let secret = '';
+  let tenantId = '';
 
   beforeAll(async () => {
     ensureChromium();
@@ -87,7 +91,8 @@ describe('operator console in a browser', () => {
     base = `http://127.0.0.1:${await freePort()}`;
     Object.assign(env, { AUTH_URL: idp.url, GATEWAY_BASE_URL: base });
     stack = await startServices(env, ['gateway', 'router', 'dispatcher']);
-    client = await idp.client(`tenant-console-${run}`);
+    tenantId = `tenant-console-${run}`;
+    client = await idp.client(tenantId);
     token = await idp.token(client);
     // Another tenant's subscription, which the console must never show.
     const outsider = await idp.token(await idp.client(`tenant-console-outsider-${run}`));
@@ -527,6 +532,65 @@ describe('operator console in a browser', () => {
     expect(await card.getByRole('img').count()).toBe(2);
     expect(await card.getByRole('img').first().getAttribute('aria-label')).toMatch(/^Last hour: \d+ deliveries/);
     await shot('glance');
+  });
+
+  it('pages a long history with "Load more", each delivery once, until the end of the history', async () => {
+    // 110 older deliveries of the subscription, written into the history as the router writes them.
+    const config = loadConfig(env);
+    const db = await connectCassandra(config);
+    try {
+      const history = new DeliveryStore(db, config.webhook.historyRetentionMs);
+      const now = Date.now();
+      await Promise.all(
+        Array.from({ length: 110 }, (_, index) =>
+          history.insertDelivery({
+            tenantId,
+            id: newId(),
+            eventId: newId(),
+            eventType: 'purchaseOrder.validated',
+            subscriptionId,
+            entityId: `po-seeded-${index}`,
+            status: 'acknowledged',
+            attemptCount: 1,
+            lastStatusCode: 204,
+            lastErrorMessage: null,
+            nextRetryAt: null,
+            queuedAt: new Date(now - 3_600_000 - index * 60_000),
+            occurredAt: new Date(now - 3_600_000 - index * 60_000).toISOString(),
+            replayOf: null,
+            signature: null,
+          }),
+        ),
+      );
+    } finally {
+      await db.shutdown();
+    }
+    // What the API lists, following every cursor.
+    const listed: string[] = [];
+    for (let cursor: string | null = ''; cursor !== null;) {
+      const answer = await call('GET', `${WEBHOOKS}/Deliveries?limit=500${cursor ? `&cursor=${cursor}` : ''}`);
+      const listing = answer.json<{ items: { id: string }[]; nextCursor: string | null }>();
+      listed.push(...listing.items.map((item) => item.id));
+      cursor = listing.nextCursor;
+    }
+    expect(listed.length).toBeGreaterThan(100);
+
+    await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Deliveries' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Deliveries' }).waitFor();
+    const ids = () => page.locator('tbody tr').evaluateAll((rows) => rows.map((row) => row.dataset.id ?? ''));
+    await expect.poll(async () => (await ids()).length, UI).toBe(50);
+    const more = page.getByRole('button', { name: 'Load more' });
+    // Each click loads until it finds rows or the end (a stretch of empty hours takes several requests).
+    for (let clicks = 0; await more.isVisible(); clicks += 1) {
+      expect(clicks).toBeLessThan(10);
+      await more.click();
+      await expect.poll(async () => (await more.isHidden()) || (await more.isEnabled()), UI).toBe(true);
+    }
+    expect(await page.getByText('End of the history.').isVisible()).toBe(true);
+    expect(await ids()).toEqual(listed);
+    expect(await page.locator('.summary').innerText()).toBe(`${listed.length} deliveries shown.`);
+    await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Subscriptions' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Subscriptions' }).waitFor();
   });
 
   it('works by keyboard from the top of the page, reads on a phone, signs out, and logged no error', async () => {
