@@ -166,9 +166,12 @@ function fakeKafka() {
   type EachBatch = (payload: unknown) => Promise<void>;
   let eachBatch: EachBatch | undefined;
   const committed = new Map<number, bigint>();
+  const listeners = new Map<string, (event: { payload: unknown }) => void>();
   const consumer = {
-    events: { GROUP_JOIN: 'consumer.group_join', CRASH: 'consumer.crash' },
-    on: () => undefined,
+    events: { GROUP_JOIN: 'consumer.group_join', CRASH: 'consumer.crash', REBALANCING: 'consumer.rebalancing' },
+    on: (event: string, listener: (event: { payload: unknown }) => void) => {
+      listeners.set(event, listener);
+    },
     connect: async () => undefined,
     subscribe: async () => undefined,
     run: async (config: { eachBatch: EachBatch }) => {
@@ -192,6 +195,12 @@ function fakeKafka() {
   return {
     kafka: { consumer: () => consumer, admin: () => admin } as unknown as Kafka,
     committed,
+    /** The group rebalancing (this member told to rejoin), then this member joining again with `partitions`. */
+    rebalance: () => listeners.get('consumer.rebalancing')?.({ payload: {} }),
+    join: (partitions: number[]) =>
+      listeners.get('consumer.group_join')?.({
+        payload: { memberId: 'm', memberAssignment: { deliveries: partitions } },
+      }),
     /** Hands records `first`, `first + 1`, … of `partition`, keyed by `keys`, to the runner. */
     feed: (partition: number, first: number, keys: string[]) =>
       eachBatch!({
@@ -454,5 +463,33 @@ describe('ConsumerRunner lanes with a pace (rate limit)', () => {
     expect(Date.now() - started).toBeLessThan(1_000);
     expect(t.started()).toBe(0);
     expect(t.fake.committed.get(0) ?? 0n).toBe(0n); // nothing past the unstarted records
+  });
+});
+
+describe('ConsumerRunner across a rebalance', () => {
+  it('starts no record fetched before the rebalance: it stays uncommitted, and the partition owner reads it again', async () => {
+    const t = await startRunner({ lane: { of: (record) => record.key!.toString(), limit: 1 } });
+    await t.fake.feed(0, 0, ['a', 'a', 'a']);
+    await t.settle();
+    expect(t.started()).toBe(1); // offset 0 in flight, 1 and 2 waiting in the lane
+
+    // Another member joins: its share of the partitions may include this one, so what has not started here must not.
+    t.fake.rebalance();
+    await t.finish('a'); // the record in flight finishes (it was sent already)
+    expect(t.started()).toBe(1); // 1 and 2 were let go unstarted
+    await t.runner.commit();
+    expect(t.fake.committed.get(0)).toBe(1n); // up to the finished record only: 1 and 2 are read again
+
+    // Rejoined with the partition: kafkajs fetches again from the committed offset, and those start now.
+    t.fake.join([0]);
+    await t.fake.feed(0, 1, ['a', 'a']);
+    await t.settle();
+    expect(t.started()).toBe(2);
+    await t.finish('a');
+    expect(t.started()).toBe(3);
+    await t.finish('a');
+    await t.runner.commit();
+    expect(t.fake.committed.get(0)).toBe(3n);
+    await t.stop();
   });
 });

@@ -353,7 +353,7 @@ export class ConsumerRunner {
           const tracker = this.tracker(batch.topic, batch.partition);
           tracker.begin(message.offset);
           resolveOffset(message.offset);
-          void this.run(record, laneKey, () => tracker.finish(message.offset));
+          void this.run(record, laneKey, () => tracker.finish(message.offset), this.joins);
         }
         await heartbeat();
       },
@@ -433,9 +433,15 @@ export class ConsumerRunner {
   /**
    * Handles a record once its lane admits it and a slot is free; `finished` runs before the record leaves the buffer,
    * so stop() never commits ahead of it. The lane comes first: records of a lane at its limit wait without holding
-   * one of the maxInFlight slots, so one slow subscription cannot starve the others.
+   * one of the maxInFlight slots, so one slow subscription cannot starve the others. `generation` is the group
+   * generation the record was fetched in: one that has ended by the time the record could start is not started.
    */
-  private async run(record: ConsumedRecord, laneKey: string | undefined, finished: () => void): Promise<void> {
+  private async run(
+    record: ConsumedRecord,
+    laneKey: string | undefined,
+    finished: () => void,
+    generation: number,
+  ): Promise<void> {
     const prepare = this.options.lane?.pace?.prepare;
     if (prepare && laneKey !== undefined) {
       // Before the lane is looked up: a lane emptied meanwhile is deleted, and this record must join the live one.
@@ -455,8 +461,10 @@ export class ConsumerRunner {
       if (lane && laneKey !== undefined) await this.enterLane(laneKey, lane);
       await this.takeSlot();
       try {
-        // Stopping: a record not started yet stays unfinished, so it is not committed and the next member takes it.
-        if (this.stopping) return;
+        // Stopping, or the group rebalancing since the record was fetched: a record not started yet stays unfinished,
+        // so it is not committed, and whoever owns its partition next reads it again, flagged as redelivered. Started
+        // here too, it would be sent by two members at once (both reading its stored state as still queued).
+        if (this.stopping || generation !== this.joins) return;
         await this.handleUntilDurable(record);
         finished();
       } finally {
