@@ -70,7 +70,7 @@ export async function startGateway(
     readiness.push({ name: 'catalogue', ready: () => catalogue.caughtUp });
     webhook = {
       subscriptions: new SubscriptionStore(platform.db, requireSecrets(config)),
-      deliveries: new DeliveryStore(platform.db, config.webhook.historyRetentionMs),
+      deliveries: new DeliveryStore(platform.db, config.webhook.historyRetentionMs, config.cassandra.writeBatch),
       idempotency: new IdempotencyStore(platform.db),
       catalogue,
       historyRetentionMs: config.webhook.historyRetentionMs,

@@ -3,9 +3,23 @@ import { readdir, readFile } from 'node:fs/promises';
 import cassandra from 'cassandra-driver';
 import type { Config } from './config.ts';
 import { InvalidInputError } from './errors.ts';
+import type { SendStatements } from './write-batcher.ts';
 
 export type CassandraClient = cassandra.Client;
 export const { types } = cassandra;
+
+/**
+ * Sends write statements in one request (write-batcher.ts): one alone, several as an unlogged batch. Each statement
+ * carries its own write time (USING TIMESTAMP), so the request carries none: `timestamp: null` keeps the driver from
+ * stamping the batch, which Cassandra would refuse beside the statements' own.
+ */
+export function statementSender(db: CassandraClient): SendStatements {
+  const noTimestamp = { prepare: true, timestamp: null as unknown as number };
+  return async (statements) => {
+    if (statements.length === 1) await db.execute(statements[0]!.query, statements[0]!.params, noTimestamp);
+    else await db.batch(statements, { ...noTimestamp, logged: false });
+  };
+}
 
 /**
  * A client bound to the configured keyspace (which must exist: run migrations first); `keyspace: null` connects

@@ -1,3 +1,4 @@
+import { DEFAULT_WRITE_BATCHING, type WriteBatcherOptions } from './write-batcher.ts';
 import { formatDuration, parseDuration } from './duration.ts';
 import { parseCidrs } from './ssrf.ts';
 
@@ -32,6 +33,8 @@ export interface Config {
     readonly localDc: string;
     readonly keyspace: string;
     readonly replicationFactor: number;
+    /** Writes of the delivery history grouped into one unlogged batch, at most (core/write-batcher.ts). */
+    readonly writeBatch: WriteBatcherOptions;
   };
   readonly schemaRegistryUrl: string;
   readonly gateway: {
@@ -119,6 +122,11 @@ export function loadConfig(env: Env = process.env): Config {
       localDc: read.string('CASSANDRA_LOCAL_DC', 'datacenter1'),
       keyspace: read.identifier('CASSANDRA_KEYSPACE', 'core_webhooks'),
       replicationFactor: read.integer('CASSANDRA_REPLICATION_FACTOR', 1, 1, 9),
+      writeBatch: {
+        ...DEFAULT_WRITE_BATCHING,
+        // Keep at or under the cluster's batch_size_warn_threshold (default 5 KiB: 4000), or each batch logs a warning.
+        maxBytes: read.integer('CASSANDRA_WRITE_BATCH_BYTES', DEFAULT_WRITE_BATCHING.maxBytes, 0, 1_000_000),
+      },
     },
     schemaRegistryUrl: read.url('SCHEMA_REGISTRY_URL', 'http://127.0.0.1:8081/apis/ccompat/v7'),
     gateway: {

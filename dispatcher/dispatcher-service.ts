@@ -68,7 +68,7 @@ export async function startDispatcher(
       recordFailureDay: (tenantId, id, window, disableAt) =>
         subscriptionStore.recordFailureDay(tenantId, id, window, disableAt),
     },
-    attempts: new DeliveryStore(platform.db, webhook.historyRetentionMs),
+    attempts: new DeliveryStore(platform.db, webhook.historyRetentionMs, config.cassandra.writeBatch),
     scheduleRetry: async (tier, record) =>
       publisher.publish([
         await deliveryMessage(topics.retries[tier]!.topic, { ...record, mayBeDuplicate: false }, (value) =>

@@ -34,7 +34,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
     (tenantId) => subscriptions.listByTenant(tenantId),
     config.webhook.subscriptionCacheTtlMs,
   );
-  const store = new DeliveryStore(platform.db, config.webhook.historyRetentionMs);
+  const store = new DeliveryStore(platform.db, config.webhook.historyRetentionMs, config.cassandra.writeBatch);
   const deliveryCodec = await codecFor<DeliveryRecord>(platform.registry, 'delivery', topics.deliveries);
   const eventCodec = await codecFor<IntegrationEvent>(platform.registry, 'integrationEvent', topics.purchaseEvents);
   readiness.set('schema registry', () => undefined); // it answered: the codecs above were fetched

@@ -1,4 +1,10 @@
-import type { CassandraClient } from '../cassandra.ts';
+import { statementSender, type CassandraClient } from '../cassandra.ts';
+import {
+  DEFAULT_WRITE_BATCHING,
+  WriteBatcher,
+  type WriteBatcherOptions,
+  type WriteStatement,
+} from '../write-batcher.ts';
 import type { Attempt, Delivery, DeliveryStatus, StoredEvent } from './delivery.ts';
 import { attemptWriteTime, finishWriteTime, queuedWriteTime } from './write-time.ts';
 
@@ -36,12 +42,16 @@ const FINAL: ReadonlySet<DeliveryStatus> = new Set(['acknowledged', 'abandoned',
 /** Cassandra store of events, deliveries, attempts and the history index tables. */
 export class DeliveryStore {
   private readonly ttlSeconds: number;
+  /** The hot path's writes (routing, attempts, ends) ride together in batched requests (write-batcher.ts). */
+  private readonly writes: WriteBatcher;
 
   constructor(
     private readonly db: CassandraClient,
     retentionMs: number,
+    batching: WriteBatcherOptions = DEFAULT_WRITE_BATCHING,
   ) {
     this.ttlSeconds = Math.max(1, Math.round(retentionMs / 1000));
+    this.writes = new WriteBatcher(statementSender(db), batching);
   }
 
   /**
@@ -50,40 +60,45 @@ export class DeliveryStore {
    * below every later state, so it never rolls back a status update.
    */
   async createDeliveries(event: StoredEvent, deliveries: Delivery[], writeTime: number): Promise<void> {
-    const options = { prepare: true as const, timestamp: writeTime * 1000 };
     const ttl = this.ttlSeconds;
-    const writes: Promise<unknown>[] = [
-      this.db.execute(
-        `INSERT INTO events (tenant_id, event_id, event_type, occurred_at, entity_id, reference, resource_url, payload)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl}`,
-        [
-          event.tenantId,
-          event.eventId,
-          event.eventType,
-          event.occurredAt,
-          event.entityId,
-          unset(event.reference),
-          event.resourceUrl,
-          unset(event.payload),
-        ],
-        options,
-      ),
-    ];
-    for (const delivery of deliveries) writes.push(this.insertDelivery(delivery));
-    await Promise.all(writes);
+    const eventRow: WriteStatement = {
+      query: `INSERT INTO events (tenant_id, event_id, event_type, occurred_at, entity_id, reference, resource_url, payload)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl} AND TIMESTAMP ?`,
+      params: [
+        event.tenantId,
+        event.eventId,
+        event.eventType,
+        event.occurredAt,
+        event.entityId,
+        unset(event.reference),
+        event.resourceUrl,
+        unset(event.payload),
+        writeTime * 1000,
+      ],
+    };
+    // The event row apart: its payload can be large, and a batch of several partitions has a size limit.
+    await Promise.all([
+      this.writes.write([eventRow]),
+      ...deliveries.map((delivery) => this.writes.write(this.deliveryRows(delivery))),
+    ]);
   }
 
   /** Writes a new delivery series (routing or replay) with its index rows, stamped below any later state. */
   async insertDelivery(delivery: Delivery) {
+    await this.writes.write(this.deliveryRows(delivery));
+  }
+
+  /** A delivery's row and its four index rows, each stamped at the queue time (write-time.ts). */
+  private deliveryRows(delivery: Delivery): WriteStatement[] {
     const ttl = this.ttlSeconds;
     const { tenantId, id, queuedAt } = delivery;
     const hour = Math.floor(queuedAt.getTime() / HOUR);
-    // One unlogged batch per delivery: five small rows in one request instead of five (the router's hot path).
-    const queries = [
+    const stamp = queuedWriteTime(queuedAt.getTime());
+    return [
       {
         query: `INSERT INTO deliveries (tenant_id, id, event_id, event_type, subscription_id, entity_id, status, attempt_count,
           last_status_code, last_error_message, next_retry_at, queued_at, occurred_at, replay_of, signature, test)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl}`,
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl} AND TIMESTAMP ?`,
         params: [
           tenantId,
           id,
@@ -101,28 +116,30 @@ export class DeliveryStore {
           unset(delivery.replayOf),
           unset(delivery.signature),
           unset(delivery.test ? true : null),
+          stamp,
         ],
       },
       {
-        query: `INSERT INTO deliveries_by_tenant (tenant_id, hour, queued_at, delivery_id) VALUES (?, ?, ?, ?) USING TTL ${ttl}`,
-        params: [tenantId, hour, queuedAt, id],
+        query: `INSERT INTO deliveries_by_tenant (tenant_id, hour, queued_at, delivery_id) VALUES (?, ?, ?, ?)
+         USING TTL ${ttl} AND TIMESTAMP ?`,
+        params: [tenantId, hour, queuedAt, id, stamp],
       },
       {
         query: `INSERT INTO deliveries_by_subscription (tenant_id, subscription_id, hour, queued_at, delivery_id)
-         VALUES (?, ?, ?, ?, ?) USING TTL ${ttl}`,
-        params: [tenantId, delivery.subscriptionId, hour, queuedAt, id],
+         VALUES (?, ?, ?, ?, ?) USING TTL ${ttl} AND TIMESTAMP ?`,
+        params: [tenantId, delivery.subscriptionId, hour, queuedAt, id, stamp],
       },
       {
         query: `INSERT INTO deliveries_by_event_type (tenant_id, event_type, hour, queued_at, delivery_id)
-         VALUES (?, ?, ?, ?, ?) USING TTL ${ttl}`,
-        params: [tenantId, delivery.eventType, hour, queuedAt, id],
+         VALUES (?, ?, ?, ?, ?) USING TTL ${ttl} AND TIMESTAMP ?`,
+        params: [tenantId, delivery.eventType, hour, queuedAt, id, stamp],
       },
       {
-        query: `INSERT INTO deliveries_by_event (tenant_id, event_id, queued_at, delivery_id) VALUES (?, ?, ?, ?) USING TTL ${ttl}`,
-        params: [tenantId, delivery.eventId, queuedAt, id],
+        query: `INSERT INTO deliveries_by_event (tenant_id, event_id, queued_at, delivery_id) VALUES (?, ?, ?, ?)
+         USING TTL ${ttl} AND TIMESTAMP ?`,
+        params: [tenantId, delivery.eventId, queuedAt, id, stamp],
       },
     ];
-    await this.db.batch(queries, { prepare: true, logged: false, timestamp: queuedWriteTime(queuedAt.getTime()) });
   }
 
   /**
@@ -156,44 +173,40 @@ export class DeliveryStore {
           ],
         }
       : { columns: '', values: [] };
-    await this.db.batch(
-      [
-        {
-          query: `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, at, status_code, error_message, duration_ms)
-                  VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl}`,
-          params: [
-            tenantId,
-            deliveryId,
-            attempt.attempt,
-            attempt.at,
-            unset(attempt.statusCode),
-            unset(attempt.errorMessage),
-            attempt.durationMs,
-          ],
-        },
-        {
-          query: `UPDATE deliveries USING TTL ${ttl} SET status = ?, attempt_count = ?, last_status_code = ?,
-                  last_error_message = ?, next_retry_at = ?, abandon_reason = ?${fixed.columns}
-                  WHERE tenant_id = ? AND id = ?`,
-          params: [
-            next.status,
-            attempt.attempt,
-            clear(attempt.statusCode),
-            clear(attempt.errorMessage),
-            clear(next.nextRetryAt),
-            unset(next.abandonReason ?? null),
-            ...fixed.values,
-            tenantId,
-            deliveryId,
-          ],
-        },
-      ],
+    const stamp = attemptWriteTime(series.queuedAt, attempt.attempt, FINAL.has(next.status));
+    await this.writes.write([
       {
-        prepare: true,
-        logged: false,
-        timestamp: attemptWriteTime(series.queuedAt, attempt.attempt, FINAL.has(next.status)),
+        query: `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, at, status_code, error_message, duration_ms)
+                VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl} AND TIMESTAMP ?`,
+        params: [
+          tenantId,
+          deliveryId,
+          attempt.attempt,
+          attempt.at,
+          unset(attempt.statusCode),
+          unset(attempt.errorMessage),
+          attempt.durationMs,
+          stamp,
+        ],
       },
-    );
+      {
+        query: `UPDATE deliveries USING TTL ${ttl} AND TIMESTAMP ? SET status = ?, attempt_count = ?, last_status_code = ?,
+                last_error_message = ?, next_retry_at = ?, abandon_reason = ?${fixed.columns}
+                WHERE tenant_id = ? AND id = ?`,
+        params: [
+          stamp,
+          next.status,
+          attempt.attempt,
+          clear(attempt.statusCode),
+          clear(attempt.errorMessage),
+          clear(next.nextRetryAt),
+          unset(next.abandonReason ?? null),
+          ...fixed.values,
+          tenantId,
+          deliveryId,
+        ],
+      },
+    ]);
   }
 
   /**
@@ -201,12 +214,19 @@ export class DeliveryStore {
    * `attemptsMade` attempts. The last attempt's status code and error stay; the reason has its own column.
    */
   async finish(series: SeriesRef, status: DeliveryStatus, abandonReason: string, attemptsMade: number) {
-    await this.db.execute(
-      `UPDATE deliveries USING TTL ${this.ttlSeconds} SET status = ?, next_retry_at = null, abandon_reason = ?
-        WHERE tenant_id = ? AND id = ?`,
-      [status, abandonReason, series.tenantId, series.deliveryId],
-      { prepare: true, timestamp: finishWriteTime(series.queuedAt, attemptsMade) },
-    );
+    await this.writes.write([
+      {
+        query: `UPDATE deliveries USING TTL ${this.ttlSeconds} AND TIMESTAMP ? SET status = ?, next_retry_at = null,
+          abandon_reason = ? WHERE tenant_id = ? AND id = ?`,
+        params: [
+          finishWriteTime(series.queuedAt, attemptsMade),
+          status,
+          abandonReason,
+          series.tenantId,
+          series.deliveryId,
+        ],
+      },
+    ]);
   }
 
   /**

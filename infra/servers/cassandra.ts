@@ -140,6 +140,11 @@ authenticator: AllowAllAuthenticator
 authorizer: AllowAllAuthorizer
 role_manager: CassandraRoleManager
 concurrent_compactors: 1
+# The services group their writes into unlogged batches of up to 64 rows of several partitions (core/write-batcher.ts,
+# at most 24 KB by its estimate): no warning for those, and the refusal kept well above them.
+batch_size_warn_threshold: 64KiB
+batch_size_fail_threshold: 640KiB
+unlogged_batch_across_partitions_warn_threshold: 1000
 # Local data is disposable: no snapshot on every TRUNCATE/DROP (tests do many of those).
 auto_snapshot: false
 `;
