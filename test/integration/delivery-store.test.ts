@@ -2,10 +2,11 @@
 // that write it, and a finished delivery stays finished.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectCassandra, type CassandraClient } from '../../core/cassandra.ts';
+import { connectCassandra, statementSender, type CassandraClient } from '../../core/cassandra.ts';
 import { loadConfig } from '../../core/config.ts';
 import type { Delivery } from '../../core/deliveries/delivery.ts';
 import { DeliveryStore } from '../../core/deliveries/delivery-store.ts';
+import { WriteBatcher } from '../../core/write-batcher.ts';
 import { testEnv } from '../support/harness.ts';
 
 describe('DeliveryStore', () => {
@@ -147,5 +148,55 @@ describe('DeliveryStore', () => {
       status: 'acknowledged',
       lastStatusCode: 204,
     });
+  });
+
+  it('writes that share one batched request keep their own write times: routing, attempts and the end of 40 deliveries', async () => {
+    const deliveries = Array.from({ length: 40 }, (_, index) => queued(Date.now() - 60_000 + index));
+    // All made in one turn: they ride together, the later states in the same requests as the queued rows they follow.
+    await Promise.all(
+      deliveries.flatMap((delivery, index) => [
+        route(delivery),
+        store.recordAttempt(
+          seriesOf(delivery),
+          { attempt: 1, at: new Date(), statusCode: 500, errorMessage: 'HTTP 500', durationMs: 3 },
+          { status: 'retrying', nextRetryAt: new Date(Date.now() + 60_000) },
+        ),
+        index % 2 === 0
+          ? store.finish(seriesOf(delivery), 'abandoned', 'delivery lifetime exceeded', 1)
+          : store.recordAttempt(
+              seriesOf(delivery),
+              { attempt: 2, at: new Date(), statusCode: 204, errorMessage: null, durationMs: 3 },
+              { status: 'acknowledged', nextRetryAt: null },
+            ),
+      ]),
+    );
+    const stored = await Promise.all(deliveries.map((delivery) => store.get(delivery.tenantId, delivery.id)));
+    stored.forEach((delivery, index) =>
+      expect(delivery).toMatchObject(
+        index % 2 === 0
+          ? { status: 'abandoned', attemptCount: 1, lastStatusCode: 500, eventId: deliveries[index]!.eventId }
+          : { status: 'acknowledged', attemptCount: 2, lastStatusCode: 204, eventId: deliveries[index]!.eventId },
+      ),
+    );
+    const attempts = await store.attempts(deliveries[1]!.tenantId, deliveries[1]!.id);
+    expect(attempts.map((attempt) => attempt.statusCode)).toEqual([500, 204]);
+  });
+
+  it('a batch Cassandra refuses is sent again write by write: the good writes beside a bad one land', async () => {
+    const batched = new WriteBatcher(statementSender(db));
+    const tenantId = `tenant-${randomUUID().slice(0, 8)}`;
+    const ids = [randomUUID(), randomUUID()];
+    const insert = (id: string | null) => ({
+      query: 'INSERT INTO deliveries (tenant_id, id, status) VALUES (?, ?, ?) USING TIMESTAMP ?',
+      params: [tenantId, id, 'queued', Date.now() * 1000],
+    });
+    const outcomes = await Promise.allSettled([
+      batched.write([insert(ids[0]!)]),
+      batched.write([insert(null)]), // a null key: Cassandra refuses the whole batch
+      batched.write([insert(ids[1]!)]),
+    ]);
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(String((outcomes[1] as PromiseRejectedResult).reason)).toMatch(/null/i);
+    for (const id of ids) expect(await store.get(tenantId, id)).toMatchObject({ status: 'queued' });
   });
 });
