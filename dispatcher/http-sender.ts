@@ -92,8 +92,9 @@ export function createSender(
         durationMs: elapsed(),
       };
       if (response.statusCode === 429 || response.statusCode === 503) {
-        const retryAfterMs = parseRetryAfter(response.headers['retry-after'], Date.now());
-        if (retryAfterMs !== undefined) result.retryAfterMs = retryAfterMs;
+        const answeredAt = Date.now();
+        const retryAfterMs = parseRetryAfter(response.headers['retry-after'], answeredAt);
+        if (retryAfterMs !== undefined) Object.assign(result, { retryAfterMs, answeredAt });
       }
       return result;
     } catch (error) {

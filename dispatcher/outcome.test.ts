@@ -230,6 +230,13 @@ describe('decideFate with Retry-After (429 and 503)', () => {
     if (fate.kind === 'retry') expect(fate.dueAt - now).toBeGreaterThanOrEqual(retryAfterMs);
   });
 
+  it('a held retry is held until the time asked, counted from the answer and not from when the fate is decided', () => {
+    // The answer came 7 ms before the decision (the sender parsed its HTTP date then): hold until that date exactly.
+    const answeredAt = now - 7;
+    const fate = decideFate({ ...asking(503, 6 * HOUR), answeredAt }, 1, now, deadline, DELAYS);
+    expect(fate).toMatchObject({ kind: 'retry', holdUntil: answeredAt + 6 * HOUR });
+  });
+
   it('holds a Retry-After longer than every tier: the retry comes no earlier than it asks, within the lifetime', () => {
     // 6 h from an attempt 10 s into the series: the 4 h tier first, then hops without an attempt until 6 h.
     const fate = decideFate(asking(429, 6 * HOUR), 1, now, deadline, DELAYS);

@@ -7,6 +7,8 @@ export interface AttemptResult {
   failure?: 'timeout' | 'connection';
   /** What a 429 or 503 answer's Retry-After asked to wait, in ms from its arrival. */
   retryAfterMs?: number;
+  /** When that answer arrived (epoch ms): a held retry waits until this plus retryAfterMs, the time it asked. */
+  answeredAt?: number;
 }
 
 export type Fate =
@@ -49,7 +51,8 @@ export function decideFate(
   const scheduled = Math.min(attempt - 1, retryDelaysMs.length - 1);
   const wait = retryAfterWait(result);
   if (wait !== undefined && wait > retryAfterCap(retryDelaysMs)) {
-    const holdUntil = now + wait;
+    // Counted from the answer: an HTTP date names an instant, and time has passed since it was read.
+    const holdUntil = (result.answeredAt ?? now) + wait;
     if (holdUntil >= deadline) return nextHop(now, deadline, retryDelaysMs);
     const hop = holdHop(now, holdUntil, retryDelaysMs);
     return { kind: 'retry', tier: hop.tier, dueAt: hop.dueAt, retryAfter: true, holdUntil };
