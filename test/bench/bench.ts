@@ -32,6 +32,7 @@ import { ensureServers } from '../../infra/servers.ts';
 import { eventPublisher } from '../support/events.ts';
 import { ceilingOf, formatCeiling, fractionOfCeiling, measureLoopbackCeiling } from './loopback-ceiling.ts';
 import { formatRuntime, formatStage, scrapeStages } from './stage-histograms.ts';
+import { CpuMeter, formatCpu } from './process-cpu.ts';
 
 const { values } = parseArgs({
   options: {
@@ -241,6 +242,22 @@ const memory: number[] = [];
 // Event-loop delay of this process (receiver and publisher) during the measured run.
 const loopDelay = monitorEventLoopDelay({ resolution: 10 });
 const sampler = setInterval(() => memory.push(rssMb(dispatcher.child.pid!)), 500);
+// CPU of every process of the run (the local servers when their pid files are ours) while the deliveries flow.
+const serverPid = (name: string) => {
+  try {
+    return Number(readFileSync(path.join(repoRoot, '.local', 'run', `${name}.pid`), 'utf8').trim()) || undefined;
+  } catch {
+    return undefined; // external servers: not measured
+  }
+};
+const cpu = new CpuMeter({
+  cassandra: serverPid('cassandra'),
+  kafka: serverPid('kafka'),
+  registry: serverPid('apicurio'),
+  router: router.child.pid,
+  dispatcher: dispatcher.child.pid,
+  'bench (receiver, publisher)': process.pid,
+});
 
 try {
   if (backlog > 0) {
@@ -294,6 +311,7 @@ try {
   latencies.length = 0;
   for (const entry of Object.values(groups)) Object.assign(entry, { ...group(), subscriptions: entry.subscriptions });
   loopDelay.enable();
+  cpu.start();
   const started = Date.now();
   if (throttledIds.size > 0) throttleUntil = started + throttleForMs;
   // Paced runs publish in small batches (50 a second) so the load is smooth rather than bursts.
@@ -319,6 +337,7 @@ try {
   while (received < expected && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 200));
   // The pipeline's figures, taken before the loopback POST loop adds its own receipts to the receiver's counters.
   const delivered = received;
+  const cpuLine = formatCpu(cpu.stop(), delivered);
   const failedAnswers = failed;
   const sorted = latencies.slice().sort((a, b) => a - b);
   const seconds = (lastAt - firstAt) / 1000;
@@ -367,7 +386,7 @@ events ${events} × ${subsPerTenant} subscriptions (${tenants} tenants) = ${expe
 throughput: ${perSecond.toFixed(0)} deliveries/s over ${seconds.toFixed(1)} s${fractionOfCeiling(perSecond, ceilingOf(loopback))}
 event-to-receipt latency: p50 ${percentile(sorted, 0.5)} ms, p99 ${percentile(sorted, 0.99)} ms, max ${sorted.at(-1)} ms
 dispatcher RSS: max ${Math.max(...memory).toFixed(0)} MB, last ${memory.at(-1)?.toFixed(0)} MB`);
-  for (const line of [...throttleLines, ...stages, ...runtimes]) console.log(line);
+  for (const line of [...throttleLines, cpuLine, ...stages, ...runtimes]) console.log(line);
 } finally {
   clearInterval(sampler);
   await Promise.all([router.stop(), dispatcher.stop()]);
