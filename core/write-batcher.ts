@@ -18,7 +18,7 @@ export interface WriteBatcherOptions {
   maxInFlight: number;
 }
 
-export const DEFAULT_WRITE_BATCHING: WriteBatcherOptions = { maxStatements: 64, maxBytes: 24_000, maxInFlight: 4 };
+export const DEFAULT_WRITE_BATCHING: WriteBatcherOptions = { maxStatements: 160, maxBytes: 48_000, maxInFlight: 4 };
 
 interface Pending {
   statements: WriteStatement[];

@@ -140,8 +140,8 @@ authenticator: AllowAllAuthenticator
 authorizer: AllowAllAuthorizer
 role_manager: CassandraRoleManager
 concurrent_compactors: 1
-# The services group their writes into unlogged batches of up to 64 rows of several partitions (core/write-batcher.ts,
-# at most 24 KB by its estimate): no warning for those, and the refusal kept well above them.
+# The services group their writes into unlogged batches of up to 160 rows of several partitions (core/write-batcher.ts,
+# at most 48 KB by its estimate, which counts more than Cassandra does): no warning for those, the refusal well above.
 batch_size_warn_threshold: 64KiB
 batch_size_fail_threshold: 640KiB
 unlogged_batch_across_partitions_warn_threshold: 1000
