@@ -54,11 +54,6 @@ export class WriteBatcher {
     });
   }
 
-  /** Writes queued or in flight now. */
-  get pending(): number {
-    return this.queue.length;
-  }
-
   private schedule(): void {
     if (this.scheduled || this.inFlight >= this.options.maxInFlight || this.queue.length === 0) return;
     this.scheduled = true;

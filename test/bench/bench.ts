@@ -28,7 +28,7 @@ import { SubscriptionStore } from '../../core/subscriptions/subscription-store.t
 import { topicNames } from '../../core/topics.ts';
 import { repoRoot, spawnService } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
-import { ensureServers } from '../../infra/servers.ts';
+import { ensureServers, serverStatus } from '../../infra/servers.ts';
 import { eventPublisher } from '../support/events.ts';
 import { ceilingOf, formatCeiling, fractionOfCeiling, measureLoopbackCeiling } from './loopback-ceiling.ts';
 import { formatRuntime, formatStage, scrapeStages } from './stage-histograms.ts';
@@ -243,17 +243,13 @@ const memory: number[] = [];
 const loopDelay = monitorEventLoopDelay({ resolution: 10 });
 const sampler = setInterval(() => memory.push(rssMb(dispatcher.child.pid!)), 500);
 // CPU of every process of the run (the local servers when their pid files are ours) while the deliveries flow.
-const serverPid = (name: string) => {
-  try {
-    return Number(readFileSync(path.join(repoRoot, '.local', 'run', `${name}.pid`), 'utf8').trim()) || undefined;
-  } catch {
-    return undefined; // external servers: not measured
-  }
-};
+const serverPids = new Map(
+  (await serverStatus(path.join(repoRoot, '.local'))).map((server) => [server.name, server.pid]),
+);
 const cpu = new CpuMeter({
-  cassandra: serverPid('cassandra'),
-  kafka: serverPid('kafka'),
-  registry: serverPid('apicurio'),
+  cassandra: serverPids.get('cassandra'),
+  kafka: serverPids.get('kafka'),
+  registry: serverPids.get('apicurio'),
   router: router.child.pid,
   dispatcher: dispatcher.child.pid,
   'bench (receiver, publisher)': process.pid,
