@@ -62,6 +62,7 @@ describe('loadConfig defaults (DESIGN §4, §5, §9)', () => {
     expect(config.kafka).toMatchObject({ replicationFactor: -1, minInsyncReplicas: 1 });
     expect(config.dispatcher.connectionsPerOrigin).toBe(128);
     expect(config.dispatcher.adaptiveConcurrency).toBe(true);
+    expect(config.dispatcher.historyLingerMs).toBe(5);
     expect(config.router.maxInFlight).toBe(200);
     expect(config.gateway.dependencyTimeoutMs).toBe(1_500);
     expect(loadConfig({ GATEWAY_DEPENDENCY_TIMEOUT: '2s' }).gateway.dependencyTimeoutMs).toBe(2_000);
@@ -165,6 +166,7 @@ describe('loadConfig overrides', () => {
       (c) => c.dispatcher.adaptiveConcurrency,
       false,
     ],
+    ['attempt history sent at once', { DISPATCHER_HISTORY_LINGER_MS: '0' }, (c) => c.dispatcher.historyLingerMs, 0],
   ])('%s', (_name, env, pick, expected) => {
     expect(pick(loadConfig(env))).toEqual(expected);
   });

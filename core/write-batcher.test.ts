@@ -122,4 +122,63 @@ describe('write batcher', () => {
     await new WriteBatcher(cassandra.send).write([]);
     expect(cassandra.requests).toEqual([]);
   });
+
+  describe('lingering', () => {
+    const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+    it('when idle, a write waits lingerMs for company: writes of separate turns share one request', async () => {
+      const cassandra = fakeCassandra();
+      const batcher = new WriteBatcher(cassandra.send, {
+        maxStatements: 64,
+        maxBytes: 24_000,
+        maxInFlight: 4,
+        lingerMs: 40,
+      });
+      const first = batcher.write([row('a')]);
+      await settle();
+      await settle();
+      expect(cassandra.requests).toEqual([]); // still lingering after the turn that made it
+      const second = batcher.write([row('b')]);
+      await Promise.all([first, second]);
+      expect(cassandra.requests).toEqual([['INSERT a', 'INSERT b']]);
+    });
+
+    it('a request s worth of statements cuts the linger short', async () => {
+      const cassandra = fakeCassandra();
+      const batcher = new WriteBatcher(cassandra.send, {
+        maxStatements: 3,
+        maxBytes: 24_000,
+        maxInFlight: 4,
+        lingerMs: 60_000,
+      });
+      const first = batcher.write([row('a')]);
+      await settle();
+      const full = batcher.write([row('b1'), row('b2')]);
+      await Promise.all([first, full]); // would time the test out if it waited the minute
+      expect(cassandra.requests).toEqual([['INSERT a', 'INSERT b1', 'INSERT b2']]);
+    });
+
+    it('while a request is in flight, the next one leaves as soon as a slot frees, without lingering again', async () => {
+      const cassandra = fakeCassandra();
+      const batcher = new WriteBatcher(cassandra.send, {
+        maxStatements: 64,
+        maxBytes: 24_000,
+        maxInFlight: 1,
+        lingerMs: 30,
+      });
+      cassandra.holdAnswers();
+      const first = batcher.write([row('first')]);
+      await wait(50); // lingered, then sent; held by Cassandra
+      expect(cassandra.requests).toEqual([['INSERT first']]);
+      const second = batcher.write([row('second')]);
+      cassandra.releaseAll();
+      await first;
+      await settle();
+      await settle();
+      // The second went out in the turn after the slot freed, not 30 ms later.
+      expect(cassandra.requests).toEqual([['INSERT first'], ['INSERT second']]);
+      cassandra.releaseAll();
+      await second;
+    });
+  });
 });

@@ -68,7 +68,10 @@ export async function startDispatcher(
       recordFailureDay: (tenantId, id, window, disableAt) =>
         subscriptionStore.recordFailureDay(tenantId, id, window, disableAt),
     },
-    attempts: new DeliveryStore(platform.db, webhook.historyRetentionMs, config.cassandra.writeBatch),
+    attempts: new DeliveryStore(platform.db, webhook.historyRetentionMs, {
+      ...config.cassandra.writeBatch,
+      lingerMs: config.dispatcher.historyLingerMs,
+    }),
     scheduleRetry: async (tier, record) =>
       publisher.publish([
         await deliveryMessage(topics.retries[tier]!.topic, { ...record, mayBeDuplicate: false }, (value) =>
