@@ -1,11 +1,15 @@
 /**
- * `npm run bench -- [--events N] [--tenants T] [--subs S] [--rate D] [--fail 0.3] [--backlog 100000] [--throttle 0.2]`
+ * `npm run bench -- [--events N] [--tenants T] [--subs S] [--rate D] [--warmup W] [--fail 0.3] [--backlog 100000]
+ *   [--throttle 0.2]`
  * Runs a router and a dispatcher as processes on their own keyspace and topics against a fast local receiver, and
  * prints deliveries per second, event-to-receipt latency p50/p99 and the dispatcher's resident memory. Then it measures
  * the machine's loopback ceiling (a plain undici POST loop to the same receiver with a body of the run, at 1, 50 and
  * the dispatcher's in-flight limit) and prints the deliveries/s as a fraction of it, and the per-stage p50/p99 of the
  * webhook_stage_seconds histograms the router and dispatcher expose on /metrics, when they do.
  *   --rate D      publish at D deliveries per second (0: as fast as possible)
+ *   --warmup W    first deliver W deliveries at the same pace, not counted in any figure: the router and dispatcher
+ *                 are fresh processes whose first seconds (JIT, connections) are not their steady state. Default:
+ *                 5 s worth of the rate (10,000 as fast as possible); 0 with --fail, --backlog or --throttle
  *   --fail F      fraction of answers that fail with 500 (those deliveries retry after 1 s)
  *   --backlog B   first park B deliveries in a retry tier due in an hour (memory must stay flat while they wait)
  *   --throttle F  a fraction F of the subscriptions answers 429 with Retry-After: 2 for the first --throttle-for
@@ -40,6 +44,7 @@ const { values } = parseArgs({
     tenants: { type: 'string', default: '10' },
     subs: { type: 'string', default: '2' },
     rate: { type: 'string', default: '0' },
+    warmup: { type: 'string' },
     fail: { type: 'string', default: '0' },
     backlog: { type: 'string', default: '0' },
     throttle: { type: 'string', default: '0' },
@@ -54,6 +59,15 @@ const failRatio = Number(values.fail);
 const backlog = Number(values.backlog);
 const throttleRatio = Number(values.throttle);
 const throttleForMs = Number(values['throttle-for']) * 1000;
+const warmupDeliveries =
+  values.warmup !== undefined
+    ? Number(values.warmup)
+    : failRatio > 0 || backlog > 0 || throttleRatio > 0
+      ? 0
+      : rate > 0
+        ? rate * 5
+        : 10_000;
+const warmupEvents = Math.ceil(warmupDeliveries / subsPerTenant);
 const expected = events * subsPerTenant;
 
 const percentile = (sorted: number[], p: number) =>
@@ -239,6 +253,8 @@ const dispatcher = spawnService(
   path.join(logs, `dispatcher-${run}.log`),
 );
 const memory: number[] = [];
+/** Each service's /metrics text when the measured run began (after the warm-up). */
+const warmScrapes = new Map<string, string | undefined>();
 // Event-loop delay of this process (receiver and publisher) during the measured run.
 const loopDelay = monitorEventLoopDelay({ resolution: 10 });
 const sampler = setInterval(() => memory.push(rssMb(dispatcher.child.pid!)), 500);
@@ -299,9 +315,41 @@ try {
   }
 
   const publisher = await eventPublisher(env);
-  // Warm up: wait until both consumer groups have joined and one event has gone all the way.
+  // Paced runs publish in small batches (50 a second) so the load is smooth rather than bursts.
+  const batch = rate > 0 ? Math.max(1, Math.round(rate / subsPerTenant / 50)) : 200;
+  const publishEvents = async (count: number, started: number) => {
+    for (let sent = 0; sent < count; sent += batch) {
+      const size = Math.min(batch, count - sent);
+      await publisher.publish(
+        Array.from({ length: size }, (_, index) => ({
+          tenantId: tenantIds[(sent + index) % tenants]!,
+          eventType: 'purchaseOrder.validated',
+          payload: JSON.stringify({ id: randomUUID(), status: 'Validated', totalAmount: '123.45', rows: [] }),
+        })),
+      );
+      if (rate > 0) {
+        // Pace the events so deliveries arrive at `rate` per second.
+        const due = started + ((sent + size) * subsPerTenant * 1000) / rate;
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0, due - Date.now())));
+      }
+    }
+  };
+  // Wait until both consumer groups have joined and one event has gone all the way; then the warm-up, if any.
   await publisher.publish([{ tenantId: tenantIds[0]!, eventType: 'purchaseOrder.validated' }]);
   while (received < subsPerTenant) await new Promise((resolve) => setTimeout(resolve, 100));
+  if (warmupEvents > 0) {
+    await publishEvents(warmupEvents, Date.now());
+    const warmDeadline = Date.now() + 120_000;
+    const warmExpected = subsPerTenant * (1 + warmupEvents);
+    while (received < warmExpected && Date.now() < warmDeadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    if (received < warmExpected) throw new Error(`warm-up: ${received} of ${warmExpected} deliveries arrived in 2 min`);
+  }
+  // The services' histograms so far: only what they observe from here on counts.
+  for (const [service, port] of Object.entries(metricsPorts)) {
+    warmScrapes.set(service, (await scrapeStages(`http://127.0.0.1:${port}/metrics`)).text);
+  }
   received = 0;
   firstAt = 0;
   latencies.length = 0;
@@ -310,23 +358,7 @@ try {
   cpu.start();
   const started = Date.now();
   if (throttledIds.size > 0) throttleUntil = started + throttleForMs;
-  // Paced runs publish in small batches (50 a second) so the load is smooth rather than bursts.
-  const batch = rate > 0 ? Math.max(1, Math.round(rate / subsPerTenant / 50)) : 200;
-  for (let sent = 0; sent < events; sent += batch) {
-    const size = Math.min(batch, events - sent);
-    await publisher.publish(
-      Array.from({ length: size }, (_, index) => ({
-        tenantId: tenantIds[(sent + index) % tenants]!,
-        eventType: 'purchaseOrder.validated',
-        payload: JSON.stringify({ id: randomUUID(), status: 'Validated', totalAmount: '123.45', rows: [] }),
-      })),
-    );
-    if (rate > 0) {
-      // Pace the events so deliveries arrive at `rate` per second.
-      const due = started + ((sent + size) * subsPerTenant * 1000) / rate;
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, due - Date.now())));
-    }
-  }
+  await publishEvents(events, started);
   console.log(`published ${events} events in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   await publisher.close();
   const deadline = Date.now() + 600_000;
@@ -345,7 +377,10 @@ try {
   const stages: string[] = [];
   const runtimes: string[] = [];
   for (const [service, port] of Object.entries(metricsPorts)) {
-    const { stages: entries, runtime } = await scrapeStages(`http://127.0.0.1:${port}/metrics`);
+    const { stages: entries, runtime } = await scrapeStages(
+      `http://127.0.0.1:${port}/metrics`,
+      warmScrapes.get(service),
+    );
     stages.push(...entries.map((entry) => formatStage(service, entry)));
     if (runtime) runtimes.push(formatRuntime(service, runtime));
   }
@@ -377,7 +412,7 @@ try {
     for (const line of formatCeiling(loopback)) console.log(line);
   }
   console.log(`
-mode: ${rate > 0 ? `paced at ${rate} deliveries/s` : 'as fast as possible'}${failRatio > 0 ? `, ${failRatio * 100}% of answers failing` : ''}${backlog > 0 ? `, ${backlog} pending retries parked` : ''}
+mode: ${rate > 0 ? `paced at ${rate} deliveries/s` : 'as fast as possible'}${warmupEvents > 0 ? `, after a warm-up of ${(warmupEvents * subsPerTenant).toLocaleString('en-US')} deliveries (not counted)` : ''}${failRatio > 0 ? `, ${failRatio * 100}% of answers failing` : ''}${backlog > 0 ? `, ${backlog} pending retries parked` : ''}
 events ${events} × ${subsPerTenant} subscriptions (${tenants} tenants) = ${expected} deliveries; received ${delivered}${failedAnswers ? `, ${failedAnswers} failed answers` : ''}
 throughput: ${perSecond.toFixed(0)} deliveries/s over ${seconds.toFixed(1)} s${fractionOfCeiling(perSecond, ceilingOf(loopback))}
 event-to-receipt latency: p50 ${percentile(sorted, 0.5)} ms, p99 ${percentile(sorted, 0.99)} ms, max ${sorted.at(-1)} ms

@@ -40,4 +40,24 @@ describe('bench scrape of a service /metrics', () => {
     expect(attempt!.p50Ms).toBeCloseTo(5);
     expect(attempt!.p99Ms).toBeCloseTo(9.9);
   });
+
+  it('counts only what happened after an earlier scrape when given one', () => {
+    const earlier = `nodejs_gc_duration_seconds_sum{kind="minor"} 0.05
+nodejs_gc_duration_seconds_count{kind="minor"} 13
+nodejs_gc_duration_seconds_sum{kind="major"} 0.0286
+nodejs_gc_duration_seconds_count{kind="major"} 4
+webhook_stage_seconds_bucket{le="0.005",stage="attempt"} 49
+webhook_stage_seconds_bucket{le="0.01",stage="attempt"} 50
+webhook_stage_seconds_bucket{le="+Inf",stage="attempt"} 50
+`;
+    // After it: 1 observation at most 5 ms, 49 between 5 and 10 ms.
+    const [attempt] = stageQuantiles(metrics, undefined, earlier);
+    expect(attempt).toMatchObject({ stage: 'attempt', count: 50 });
+    expect(attempt!.p50Ms).toBeCloseTo(5 + (5 * 24) / 49); // rank 25: the 24th of the 49 in (5, 10] ms
+    expect(attempt!.p99Ms).toBeCloseTo(5 + (5 * 48.5) / 49);
+    const runtime = runtimeFigures(metrics, earlier)!;
+    expect(runtime.gc.map(({ kind, count, totalMs }) => [kind, count, Math.round(totalMs * 10) / 10])).toEqual([
+      ['minor', 60, 200],
+    ]);
+  });
 });

@@ -12,8 +12,8 @@ export interface StageQuantiles {
   p99Ms: number;
 }
 
-/** Reads the cumulative buckets of `metric` per stage (other labels summed) and interpolates p50/p99 in them. */
-export function stageQuantiles(text: string, metric = 'webhook_stage_seconds'): StageQuantiles[] {
+/** The cumulative buckets of `metric` per stage (other labels summed): stage → upper bound → count. */
+function stageBuckets(text: string, metric: string): Map<string, Map<number, number>> {
   const bucketLine = new RegExp(`^${metric}_bucket\\{([^}]*)\\}\\s+(\\S+)`);
   const byStage = new Map<string, Map<number, number>>();
   for (const line of text.split('\n')) {
@@ -28,10 +28,23 @@ export function stageQuantiles(text: string, metric = 'webhook_stage_seconds'): 
     byStage.set(stage, buckets);
     buckets.set(bound, (buckets.get(bound) ?? 0) + Number(match[2]));
   }
+  return byStage;
+}
+
+/**
+ * Interpolates p50/p99 per stage in the cumulative buckets of `metric`. With `since` (an earlier scrape of the same
+ * process), only the observations made after it count: its buckets are subtracted.
+ */
+export function stageQuantiles(text: string, metric = 'webhook_stage_seconds', since?: string): StageQuantiles[] {
+  const byStage = stageBuckets(text, metric);
+  const earlier = since === undefined ? new Map<string, Map<number, number>>() : stageBuckets(since, metric);
   const rank = (name: string) => (stageOrder.includes(name) ? stageOrder.indexOf(name) : stageOrder.length);
   return [...byStage]
     .map(([stage, buckets]) => {
-      const sorted = [...buckets].sort(([a], [b]) => a - b);
+      const before = earlier.get(stage);
+      const sorted = [...buckets]
+        .map(([bound, count]): [number, number] => [bound, count - (before?.get(bound) ?? 0)])
+        .sort(([a], [b]) => a - b);
       const count = sorted.at(-1)?.[1] ?? 0;
       return { stage, count, p50Ms: quantile(sorted, 0.5) * 1000, p99Ms: quantile(sorted, 0.99) * 1000 };
     })
@@ -67,8 +80,11 @@ export interface RuntimeFigures {
   gc: { kind: string; count: number; totalMs: number }[];
 }
 
-/** prom-client's default metrics: nodejs_eventloop_lag_{p99,max}_seconds and nodejs_gc_duration_seconds by kind. */
-export function runtimeFigures(text: string): RuntimeFigures | undefined {
+/**
+ * prom-client's default metrics: nodejs_eventloop_lag_{p99,max}_seconds and nodejs_gc_duration_seconds by kind; with
+ * `since` (an earlier scrape), only the collections after it.
+ */
+export function runtimeFigures(text: string, since?: string): RuntimeFigures | undefined {
   const gauge = (name: string) => {
     const match = new RegExp(`^${name}(?:\\{[^}]*\\})?\\s+(\\S+)`, 'm').exec(text);
     return match ? Number(match[1]) * 1000 : undefined;
@@ -77,28 +93,42 @@ export function runtimeFigures(text: string): RuntimeFigures | undefined {
   const max = gauge('nodejs_eventloop_lag_max_seconds');
   if (p99 === undefined || max === undefined) return undefined;
   const gc = new Map<string, { kind: string; count: number; totalMs: number }>();
-  for (const match of text.matchAll(/^nodejs_gc_duration_seconds_(sum|count)\{[^}]*kind="(\w+)"[^}]*\}\s+(\S+)/gm)) {
-    const entry = gc.get(match[2]!) ?? { kind: match[2]!, count: 0, totalMs: 0 };
-    if (match[1] === 'sum') entry.totalMs += Number(match[3]) * 1000;
-    else entry.count += Number(match[3]);
-    gc.set(entry.kind, entry);
-  }
+  const add = (source: string, sign: number) => {
+    for (const match of source.matchAll(
+      /^nodejs_gc_duration_seconds_(sum|count)\{[^}]*kind="(\w+)"[^}]*\}\s+(\S+)/gm,
+    )) {
+      const entry = gc.get(match[2]!) ?? { kind: match[2]!, count: 0, totalMs: 0 };
+      if (match[1] === 'sum') entry.totalMs += sign * Number(match[3]) * 1000;
+      else entry.count += sign * Number(match[3]);
+      gc.set(entry.kind, entry);
+    }
+  };
+  add(text, 1);
+  if (since !== undefined) add(since, -1);
   return { loopDelayP99Ms: p99, loopDelayMaxMs: max, gc: [...gc.values()].filter((entry) => entry.count > 0) };
 }
 
-/** What one scrape of a service's /metrics yields: its stages and its runtime figures. */
+/** What one scrape of a service's /metrics yields: its stages and its runtime figures, and the text they came from. */
 export interface Scrape {
   stages: StageQuantiles[];
   runtime?: RuntimeFigures;
+  text?: string;
 }
 
-/** GET `url` and read the stages and runtime figures from it; nothing when the endpoint does not answer. */
-export async function scrapeStages(url: string): Promise<Scrape> {
+/**
+ * GET `url` and read the stages and runtime figures from it, counting only what happened after the scrape `since`
+ * (its text) when given; nothing when the endpoint does not answer.
+ */
+export async function scrapeStages(url: string, since?: string): Promise<Scrape> {
   try {
     const response = await fetch(url, { signal: AbortSignal.timeout(5_000) });
     if (!response.ok) return { stages: [] };
     const text = await response.text();
-    return { stages: stageQuantiles(text), runtime: runtimeFigures(text) };
+    return {
+      stages: stageQuantiles(text, undefined, since),
+      runtime: runtimeFigures(text, since),
+      text,
+    };
   } catch {
     return { stages: [] };
   }
