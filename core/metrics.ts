@@ -3,7 +3,14 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** The stages of an event's way to a subscriber, each timed on its own (webhook_stage_seconds{stage}). */
-export type Stage = 'event_to_routed' | 'routing' | 'queue_to_dispatch' | 'attempt' | 'event_to_answer';
+export type Stage =
+  | 'event_to_routed'
+  | 'routing'
+  | 'routing_write'
+  | 'routing_publish'
+  | 'queue_to_dispatch'
+  | 'attempt'
+  | 'event_to_answer';
 
 /** What the dispatcher records per attempt outcome. */
 export interface DeliveryMetrics {
@@ -87,7 +94,8 @@ export function createMetrics(service: string) {
     name: 'webhook_stage_seconds',
     help:
       'Time an event spends in each stage: event_to_routed (on the event topic until the router takes it), routing ' +
-      '(stored and published as deliveries), queue_to_dispatch (on the deliveries topic, or past its retry due time, ' +
+      '(stored and published as deliveries; of it, routing_write: the history rows in Cassandra, routing_publish: the ' +
+      'delivery records acknowledged by Kafka), queue_to_dispatch (on the deliveries topic, or past its retry due time, ' +
       'until a dispatcher takes it), attempt (the POST), event_to_answer (event published to first answer, attempt 1)',
     labelNames: ['stage'],
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],

@@ -301,4 +301,29 @@ describe('routeEvent', () => {
       expect(mark.delivery.subscriptionId).toMatch(/^s-collapse-/);
     }
   });
+
+  it('tells how long the history write and the publication took, apart', async () => {
+    const { deps } = fakes([subscription('s1', { supersedePendingDeliveries: true }), subscription('s2')]);
+    const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    const observed: [string, number][] = [];
+    const store = deps.store;
+    deps.store = {
+      ...store,
+      createDeliveries: async (...args) => {
+        await wait(30);
+        return store.createDeliveries(...args);
+      },
+    };
+    const publish = deps.publish;
+    deps.publish = async (records) => {
+      await wait(60);
+      return publish(records);
+    };
+    deps.observe = (part, ms) => observed.push([part, ms]);
+    await routeEvent(event, RECEIVED_AT, deps);
+    expect(observed.map(([part]) => part)).toEqual(['routing_write', 'routing_publish']);
+    // Timers never fire early by more than a millisecond's rounding: each wait falls in its own part.
+    expect(observed[0]![1]).toBeGreaterThanOrEqual(28);
+    expect(observed[1]![1]).toBeGreaterThanOrEqual(58);
+  });
 });

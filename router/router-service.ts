@@ -64,6 +64,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
           subscriptionsOf: (tenantId) => cache.forTenant(tenantId),
           store,
           payloadLimitBytes: config.webhook.payloadLimitBytes,
+          observe: (part, ms) => metrics.stage(part, ms),
           publish: async (records) =>
             publisher.publish(
               await Promise.all(

@@ -2,7 +2,15 @@
 // series per `stage` label. Absent metric, absent stage or an unreachable endpoint simply yield nothing.
 
 /** The stages in the order an event passes them; others found in the text follow, by name. */
-export const stageOrder = ['event_to_routed', 'routing', 'queue_to_dispatch', 'attempt', 'event_to_answer'];
+export const stageOrder = [
+  'event_to_routed',
+  'routing',
+  'routing_write',
+  'routing_publish',
+  'queue_to_dispatch',
+  'attempt',
+  'event_to_answer',
+];
 
 /** p50/p99 of one stage as seen by one service, in milliseconds. */
 export interface StageQuantiles {

@@ -311,7 +311,7 @@ describe('delivery engine', () => {
     }
     const router = await (await fetch(`http://127.0.0.1:${metricsPorts.router}/metrics`)).text();
     expect(Number(/webhook_events_routed_total\{[^}]*kind="event"[^}]*\} (\d+)/.exec(router)?.[1])).toBeGreaterThan(0);
-    for (const stage of ['event_to_routed', 'routing']) {
+    for (const stage of ['event_to_routed', 'routing', 'routing_write', 'routing_publish']) {
       expect(router).toMatch(new RegExp(`webhook_stage_seconds_count\\{[^}]*stage="${stage}"[^}]*\\} [1-9]`));
     }
   });
