@@ -81,7 +81,11 @@ function quantile(cumulative: [bound: number, count: number][], q: number): numb
   return lowerBound;
 }
 
-/** Where a Node process lost time besides its work: event-loop delay (since the last scrape) and GC pauses by kind. */
+/**
+ * Where a Node process lost time besides its work: event-loop delay (since the last scrape) and GC pauses by kind.
+ * The delays are how late the sampling timer fired: Node's histogram records each whole interval between ticks, so its
+ * smallest value (the sampling period, 10 ms, when a tick was on time) is taken off.
+ */
 export interface RuntimeFigures {
   loopDelayP99Ms: number;
   loopDelayMaxMs: number;
@@ -100,6 +104,7 @@ export function runtimeFigures(text: string, since?: string): RuntimeFigures | u
   const p99 = gauge('nodejs_eventloop_lag_p99_seconds');
   const max = gauge('nodejs_eventloop_lag_max_seconds');
   if (p99 === undefined || max === undefined) return undefined;
+  const tick = gauge('nodejs_eventloop_lag_min_seconds') ?? 0;
   const gc = new Map<string, { kind: string; count: number; totalMs: number }>();
   const add = (source: string, sign: number) => {
     for (const match of source.matchAll(
@@ -113,7 +118,11 @@ export function runtimeFigures(text: string, since?: string): RuntimeFigures | u
   };
   add(text, 1);
   if (since !== undefined) add(since, -1);
-  return { loopDelayP99Ms: p99, loopDelayMaxMs: max, gc: [...gc.values()].filter((entry) => entry.count > 0) };
+  return {
+    loopDelayP99Ms: Math.max(0, p99 - tick),
+    loopDelayMaxMs: Math.max(0, max - tick),
+    gc: [...gc.values()].filter((entry) => entry.count > 0),
+  };
 }
 
 /** What one scrape of a service's /metrics yields: its stages and its runtime figures, and the text they came from. */
@@ -152,7 +161,7 @@ export function formatStage(service: string, entry: StageQuantiles): string {
   );
 }
 
-/** "runtime (dispatcher): event-loop delay p99 12.0 ms, max 310 ms; GC major 3× 95.0 ms, minor 812× 410 ms" */
+/** "runtime (dispatcher): event-loop delay p99 2.00 ms, max 300 ms; GC major 3× 95.0 ms, minor 812× 410 ms" */
 export function formatRuntime(service: string, runtime: RuntimeFigures): string {
   const gc = runtime.gc.map((entry) => `${entry.kind} ${entry.count}× ${ms(entry.totalMs)}`).join(', ');
   return (
