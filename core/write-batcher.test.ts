@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { WriteBatcher, type WriteStatement } from './write-batcher.ts';
+import { WriteBatcher, type WriteBatcherOptions, type WriteStatement } from './write-batcher.ts';
 
 const row = (name: string, size = 1): WriteStatement => ({ query: `INSERT ${name}`, params: ['x'.repeat(size)] });
 
@@ -125,15 +125,20 @@ describe('write batcher', () => {
 
   describe('lingering', () => {
     const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-    it('when idle, a write waits lingerMs for company: writes of separate turns share one request', async () => {
+    /** A fake Cassandra and a lingering batcher in front of it (64 statements, 4 requests in flight unless told). */
+    const lingering = (options: Partial<WriteBatcherOptions> & { lingerMs: number }) => {
       const cassandra = fakeCassandra();
       const batcher = new WriteBatcher(cassandra.send, {
         maxStatements: 64,
         maxBytes: 24_000,
         maxInFlight: 4,
-        lingerMs: 40,
+        ...options,
       });
+      return { cassandra, batcher };
+    };
+
+    it('when idle, a write waits lingerMs for company: writes of separate turns share one request', async () => {
+      const { cassandra, batcher } = lingering({ lingerMs: 40 });
       const first = batcher.write([row('a')]);
       await settle();
       await settle();
@@ -143,14 +148,8 @@ describe('write batcher', () => {
       expect(cassandra.requests).toEqual([['INSERT a', 'INSERT b']]);
     });
 
-    it('a request s worth of statements cuts the linger short', async () => {
-      const cassandra = fakeCassandra();
-      const batcher = new WriteBatcher(cassandra.send, {
-        maxStatements: 3,
-        maxBytes: 24_000,
-        maxInFlight: 4,
-        lingerMs: 60_000,
-      });
+    it("a request's worth of statements cuts the linger short", async () => {
+      const { cassandra, batcher } = lingering({ maxStatements: 3, lingerMs: 60_000 });
       const first = batcher.write([row('a')]);
       await settle();
       const full = batcher.write([row('b1'), row('b2')]);
@@ -159,13 +158,7 @@ describe('write batcher', () => {
     });
 
     it('while a request is in flight, the next one leaves as soon as a slot frees, without lingering again', async () => {
-      const cassandra = fakeCassandra();
-      const batcher = new WriteBatcher(cassandra.send, {
-        maxStatements: 64,
-        maxBytes: 24_000,
-        maxInFlight: 1,
-        lingerMs: 30,
-      });
+      const { cassandra, batcher } = lingering({ maxInFlight: 1, lingerMs: 30 });
       cassandra.holdAnswers();
       const first = batcher.write([row('first')]);
       await wait(50); // lingered, then sent; held by Cassandra
