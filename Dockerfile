@@ -22,12 +22,9 @@ COPY api api
 COPY infra infra
 COPY schemas schemas
 COPY console console
-# tsc emits JavaScript only: the CQL migrations (read from dist/core/migrations), the Avro schemas (read from
-# dist/schemas) and the operator console's static files (served from dist/console) are copied beside it.
-RUN npm run build \
-  && cp -R core/migrations dist/core/migrations \
-  && cp -R schemas dist/schemas \
-  && cp -R console dist/console
+# npm run build (infra/build.ts) compiles to dist/ and copies beside the code what it reads at run time: the CQL
+# migrations (dist/core/migrations), the Avro schemas (dist/schemas) and the operator console's files (dist/console).
+RUN npm run build
 
 # Production dependencies only.
 FROM ${NODE_IMAGE} AS deps

@@ -15,13 +15,31 @@ export interface ServiceProcess {
   exited: Promise<number | null>;
 }
 
-/** Runs `<entry>` (a .ts file relative to the repo) with tsx under the given environment. */
-export function spawnService(name: string, entry: string, env: NodeJS.ProcessEnv, logFile: string): ServiceProcess {
+/** How a service runs: its TypeScript through tsx, or its compiled JavaScript in dist/ (`npm run build` first). */
+export type ServiceRuntime = 'tsx' | 'compiled';
+
+/**
+ * Runs `<entry>` (a .ts file relative to the repo) under the given environment: with tsx, or as the compiled
+ * dist/<entry>.js, as production runs it (`runtime: 'compiled'`, after buildServices()).
+ */
+export function spawnService(
+  name: string,
+  entry: string,
+  env: NodeJS.ProcessEnv,
+  logFile: string,
+  runtime: ServiceRuntime = 'tsx',
+): ServiceProcess {
   mkdirSync(path.dirname(logFile), { recursive: true });
   const log = createWriteStream(logFile, { flags: 'a' });
-  // CORE_CPU_PROF_DIR=<dir> writes a V8 CPU profile of each service there when it exits (npm run bench uses it).
+  // CORE_CPU_PROF_DIR=<dir> writes a V8 CPU profile of each service there when it exits (npm run bench uses it), and
+  // CORE_NODE_FLAGS adds Node flags (diagnostics such as --trace-gc, whose output goes to the log file).
   const profile = env.CORE_CPU_PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${env.CORE_CPU_PROF_DIR}`] : [];
-  const child = spawn(process.execPath, [...profile, '--import', 'tsx', path.join(repoRoot, entry)], {
+  const flags = env.CORE_NODE_FLAGS ? env.CORE_NODE_FLAGS.split(/\s+/).filter(Boolean) : [];
+  const program =
+    runtime === 'compiled'
+      ? [path.join(repoRoot, 'dist', entry.replace(/\.ts$/, '.js'))]
+      : ['--import', 'tsx', path.join(repoRoot, entry)];
+  const child = spawn(process.execPath, [...profile, ...flags, ...program], {
     cwd: repoRoot,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -270,9 +270,10 @@ describe('Dockerfile', () => {
     expect(runtime).toMatch(/^USER 1000:1000$/m);
     expect(runtime).toContain('ENTRYPOINT ["node"]');
     expect(runtime).toContain('COPY --from=build --chown=root:root /app/dist dist');
-    // What the compiled code reads from disk next to itself.
-    expect(dockerfile).toContain('cp -R core/migrations dist/core/migrations');
-    expect(dockerfile).toContain('cp -R schemas dist/schemas');
+    // What the compiled code reads from disk next to itself is copied by npm run build (infra/build.test.ts), from the
+    // folders the build stage copies in.
+    for (const folder of ['core', 'schemas', 'console']) expect(dockerfile).toContain(`COPY ${folder} ${folder}`);
+    expect(dockerfile).toMatch(/COPY tsconfig.json tsconfig.build.json \.\/\n/);
     const ignored = (await readFile(path.join(repoRoot, '.dockerignore'), 'utf8')).split('\n');
     for (const entry of ['.git', '.local', 'node_modules', 'dist']) expect(ignored).toContain(entry);
   });

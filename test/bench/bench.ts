@@ -1,7 +1,8 @@
 /**
  * `npm run bench -- [--events N] [--tenants T] [--subs S] [--rate D] [--warmup W] [--fail 0.3] [--backlog 100000]
- *   [--throttle 0.2]`
- * Runs a router and a dispatcher as processes on their own keyspace and topics against a fast local receiver, and
+ *   [--throttle 0.2] [--tsx]`
+ * Runs a router and a dispatcher as processes (compiled first with `npm run build`'s buildServices, as production runs
+ * them; `--tsx` runs their TypeScript through tsx instead) on their own keyspace and topics against a fast local receiver, and
  * prints deliveries per second, event-to-receipt latency p50/p99 and the dispatcher's resident memory. Then it measures
  * the machine's loopback ceiling (a plain undici POST loop to the same receiver with a body of the run, at 1, 50 and
  * the dispatcher's in-flight limit) and prints the deliveries/s as a fraction of it, and the per-stage p50/p99 of the
@@ -30,7 +31,8 @@ import { createLogger } from '../../core/log.ts';
 import { codecFor, createRegistry } from '../../core/registry.ts';
 import { SubscriptionStore } from '../../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../../core/topics.ts';
-import { repoRoot, spawnService } from '../../infra/processes.ts';
+import { buildServices } from '../../infra/build.ts';
+import { repoRoot, spawnService, type ServiceRuntime } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
 import { ensureServers, serverStatus } from '../../infra/servers.ts';
 import { eventPublisher } from '../support/events.ts';
@@ -49,6 +51,7 @@ const { values } = parseArgs({
     backlog: { type: 'string', default: '0' },
     throttle: { type: 'string', default: '0' },
     'throttle-for': { type: 'string', default: '10' },
+    tsx: { type: 'boolean', default: false },
   },
 });
 const events = Number(values.events);
@@ -115,6 +118,8 @@ async function throttleReport(): Promise<string[]> {
   ];
 }
 
+const serviceRuntime: ServiceRuntime = values.tsx ? 'tsx' : 'compiled';
+if (serviceRuntime === 'compiled') buildServices((line) => console.log(line));
 const servers = await ensureServers({ root: path.join(repoRoot, '.local'), progress: (line) => console.log(line) });
 const run = randomUUID().slice(0, 8);
 const env: Record<string, string> = {
@@ -245,12 +250,14 @@ const router = spawnService(
   'router/main.ts',
   { ...process.env, ...env, METRICS_PORT: String(metricsPorts.router) },
   path.join(logs, `router-${run}.log`),
+  serviceRuntime,
 );
 const dispatcher = spawnService(
   'dispatcher',
   'dispatcher/main.ts',
   { ...process.env, ...env, METRICS_PORT: String(metricsPorts.dispatcher) },
   path.join(logs, `dispatcher-${run}.log`),
+  serviceRuntime,
 );
 const memory: number[] = [];
 /** Each service's /metrics text when the measured run began (after the warm-up). */

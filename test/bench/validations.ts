@@ -1,9 +1,10 @@
 /**
- * `npx tsx test/bench/validations.ts [--orders N] [--concurrency C] [--tenants T] [--warmup W]`
+ * `npx tsx test/bench/validations.ts [--orders N] [--concurrency C] [--tenants T] [--warmup W] [--tsx]`
  * Runs the gateway as a process on its own keyspace and topics (provisioned here, removed afterwards), creates N draft
  * orders spread over T tenants, then validates them with C requests in flight, and prints validations per second end
  * to end (HTTP request sent → event read back from the purchase events topic) with latency p50/p99. The gateway is a
- * fresh process: W more orders (default 1,000) are validated first, the same way, and count in no figure.
+ * fresh process: W more orders (default 1,000) are validated first, the same way, and count in no figure. It runs
+ * compiled (buildServices, as in production), or through tsx with `--tsx`.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -20,6 +21,7 @@ import { createRegistry } from '../../core/registry.ts';
 import { topicNames } from '../../core/topics.ts';
 import { ClientStore } from '../../infra/client-store.ts';
 import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/identity-provider.ts';
+import { buildServices } from '../../infra/build.ts';
 import { repoRoot, spawnService, waitForHttp } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
 import { ensureServers } from '../../infra/servers.ts';
@@ -31,6 +33,7 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '50' },
     tenants: { type: 'string', default: '1' },
     warmup: { type: 'string', default: '1000' },
+    tsx: { type: 'boolean', default: false },
   },
 });
 const orders = Number(values.orders);
@@ -63,6 +66,7 @@ const pool = async (count: number, limit: number, task: (index: number) => Promi
   );
 };
 
+if (!values.tsx) buildServices((line) => console.log(line));
 const servers = await ensureServers({ root: path.join(repoRoot, '.local'), progress: (line) => console.log(line) });
 const run = randomUUID().slice(0, 8);
 const env: Record<string, string> = {
@@ -108,6 +112,7 @@ const gateway = spawnService(
   'api/main.ts',
   { ...process.env, ...env },
   path.join(repoRoot, '.local', 'logs', 'bench', `gateway-${run}.log`),
+  values.tsx ? 'tsx' : 'compiled',
 );
 
 // Reads the purchase events topic from its beginning and keeps when each order's first event arrived.
