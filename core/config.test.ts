@@ -63,6 +63,7 @@ describe('loadConfig defaults (DESIGN §4, §5, §9)', () => {
     expect(config.dispatcher.connectionsPerOrigin).toBe(128);
     expect(config.dispatcher.adaptiveConcurrency).toBe(true);
     expect(config.dispatcher.historyLingerMs).toBe(5);
+    expect(config.dispatcher.heapGrowthPercent).toBe(100);
     expect(config.router.maxInFlight).toBe(200);
     expect(config.gateway.dependencyTimeoutMs).toBe(1_500);
     expect(loadConfig({ GATEWAY_DEPENDENCY_TIMEOUT: '2s' }).gateway.dependencyTimeoutMs).toBe(2_000);
@@ -167,6 +168,7 @@ describe('loadConfig overrides', () => {
       false,
     ],
     ['attempt history sent at once', { DISPATCHER_HISTORY_LINGER_MS: '0' }, (c) => c.dispatcher.historyLingerMs, 0],
+    ["V8's own heap growth", { DISPATCHER_HEAP_GROWTH_PERCENT: '0' }, (c) => c.dispatcher.heapGrowthPercent, 0],
   ])('%s', (_name, env, pick, expected) => {
     expect(pick(loadConfig(env))).toEqual(expected);
   });
@@ -228,6 +230,9 @@ describe('loadConfig rejects bad values with a ConfigError naming the variable',
     ['DISPATCHER_CONNECTIONS_PER_ORIGIN', '0'],
     ['DISPATCHER_CONNECTIONS_PER_ORIGIN', '-1'],
     ['DISPATCHER_CONNECTIONS_PER_ORIGIN', 'many'],
+    ['DISPATCHER_HEAP_GROWTH_PERCENT', '-5'],
+    ['DISPATCHER_HEAP_GROWTH_PERCENT', '1001'],
+    ['DISPATCHER_HEAP_GROWTH_PERCENT', 'lots'],
     ['KAFKA_REPLICATION_FACTOR', '0'],
     ['KAFKA_REPLICATION_FACTOR', '-2'],
     ['KAFKA_REPLICATION_FACTOR', 'all'],

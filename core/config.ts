@@ -85,6 +85,13 @@ export interface Config {
      * Cassandra less CPU at moderate load. 0 sends them at the end of the turn that made them.
      */
     readonly historyLingerMs: number;
+    /**
+     * How far V8 lets the dispatcher's old generation grow past what survived its last full collection before the
+     * next one, in percent (DISPATCHER_HEAP_GROWTH_PERCENT; V8's --heap-growing-percent). Under a burst V8 otherwise
+     * grows it up to fourfold, and the dispatcher's RSS with it. Not a cap: the heap still grows as far as live data
+     * needs. 0 leaves V8's own factor.
+     */
+    readonly heapGrowthPercent: number;
   };
   /** Bulk replay jobs, run by the routers (router/replay-runner.ts). */
   readonly replay: {
@@ -169,6 +176,7 @@ export function loadConfig(env: Env = process.env): Config {
       connectionsPerOrigin: read.integer('DISPATCHER_CONNECTIONS_PER_ORIGIN', 128, 1, 100_000),
       adaptiveConcurrency: read.boolean('DISPATCHER_ADAPTIVE_CONCURRENCY', true),
       historyLingerMs: read.integer('DISPATCHER_HISTORY_LINGER_MS', 5, 0, 1_000),
+      heapGrowthPercent: read.integer('DISPATCHER_HEAP_GROWTH_PERCENT', 100, 0, 1_000),
     },
     replay: readReplay(read),
     metricsPort: read.integer('METRICS_PORT', 0, 0, 65535),
