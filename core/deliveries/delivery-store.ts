@@ -1,4 +1,4 @@
-import { statementSender, type CassandraClient } from '../cassandra.ts';
+import { statementSender, types, type CassandraClient } from '../cassandra.ts';
 import {
   DEFAULT_WRITE_BATCHING,
   WriteBatcher,
@@ -36,6 +36,10 @@ export interface SeriesState {
 function unset<T>(value: T | null): T | undefined {
   return value ?? undefined;
 }
+
+/** The columns of a delivery as the API shows it (fromRow): its row without the attempts, read apart (attempts()). */
+const DELIVERY_COLUMNS = `tenant_id, id, event_id, event_type, subscription_id, entity_id, status, attempt_count, last_status_code,
+  last_error_message, abandon_reason, next_retry_at, queued_at, occurred_at, replay_of, signature, test`;
 
 const FINAL: ReadonlySet<DeliveryStatus> = new Set(['acknowledged', 'abandoned', 'superseded']);
 
@@ -174,27 +178,17 @@ export class DeliveryStore {
         }
       : { columns: '', values: [] };
     const stamp = attemptWriteTime(series.queuedAt, attempt.attempt, FINAL.has(next.status));
+    const record = new types.Tuple(attempt.at, attempt.statusCode, attempt.errorMessage, attempt.durationMs);
+    // The attempt is a cell of the row it updates (migration 008): one row per attempt, in one partition.
     await this.writes.write([
       {
-        query: `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, at, status_code, error_message, duration_ms)
-                VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl} AND TIMESTAMP ?`,
-        params: [
-          tenantId,
-          deliveryId,
-          attempt.attempt,
-          attempt.at,
-          unset(attempt.statusCode),
-          unset(attempt.errorMessage),
-          attempt.durationMs,
-          stamp,
-        ],
-      },
-      {
-        query: `UPDATE deliveries USING TTL ${ttl} AND TIMESTAMP ? SET status = ?, attempt_count = ?, last_status_code = ?,
-                last_error_message = ?, next_retry_at = ?, abandon_reason = ?${fixed.columns}
+        query: `UPDATE deliveries USING TTL ${ttl} AND TIMESTAMP ? SET attempts[?] = ?, status = ?, attempt_count = ?,
+                last_status_code = ?, last_error_message = ?, next_retry_at = ?, abandon_reason = ?${fixed.columns}
                 WHERE tenant_id = ? AND id = ?`,
         params: [
           stamp,
+          attempt.attempt,
+          record,
           next.status,
           attempt.attempt,
           clear(attempt.statusCode),
@@ -263,30 +257,54 @@ export class DeliveryStore {
   /** Several deliveries of a tenant in one request (IN on the last partition key column), in the order of `ids`. */
   async getMany(tenantId: string, ids: string[]): Promise<(Delivery | undefined)[]> {
     if (ids.length === 0) return [];
-    const result = await this.db.execute('SELECT * FROM deliveries WHERE tenant_id = ? AND id IN ?', [tenantId, ids]);
+    const result = await this.db.execute(`SELECT ${DELIVERY_COLUMNS} FROM deliveries WHERE tenant_id = ? AND id IN ?`, [
+      tenantId,
+      ids,
+    ]);
     const byId = new Map(result.rows.map((row) => [String(row.id), fromRow(row)]));
     return ids.map((id) => byId.get(id));
   }
 
   async get(tenantId: string, id: string): Promise<Delivery | undefined> {
     const row = (
-      await this.db.execute('SELECT * FROM deliveries WHERE tenant_id = ? AND id = ?', [tenantId, id])
+      await this.db.execute(`SELECT ${DELIVERY_COLUMNS} FROM deliveries WHERE tenant_id = ? AND id = ?`, [tenantId, id])
     ).first();
     return row ? fromRow(row) : undefined;
   }
 
+  /**
+   * A delivery's attempts in order: the cells of its row (migration 008), and the rows an earlier version wrote to
+   * delivery_attempts, which stay until the history's retention expires them. A cell wins over a row of the same number.
+   */
   async attempts(tenantId: string, deliveryId: string): Promise<Attempt[]> {
-    const result = await this.db.execute('SELECT * FROM delivery_attempts WHERE tenant_id = ? AND delivery_id = ?', [
-      tenantId,
-      deliveryId,
+    const [cells, rows] = await Promise.all([
+      this.db.execute('SELECT attempts FROM deliveries WHERE tenant_id = ? AND id = ?', [tenantId, deliveryId]),
+      this.db.execute('SELECT * FROM delivery_attempts WHERE tenant_id = ? AND delivery_id = ?', [
+        tenantId,
+        deliveryId,
+      ]),
     ]);
-    return result.rows.map((row) => ({
-      attempt: Number(row.attempt),
-      at: row.at as Date,
-      statusCode: (row.status_code as number | null) ?? null,
-      errorMessage: (row.error_message as string | null) ?? null,
-      durationMs: Number(row.duration_ms ?? 0),
-    }));
+    const byNumber = new Map<number, Attempt>();
+    for (const row of rows.rows) {
+      byNumber.set(Number(row.attempt), {
+        attempt: Number(row.attempt),
+        at: row.at as Date,
+        statusCode: (row.status_code as number | null) ?? null,
+        errorMessage: (row.error_message as string | null) ?? null,
+        durationMs: Number(row.duration_ms ?? 0),
+      });
+    }
+    const map = (cells.first()?.attempts ?? null) as Record<string, InstanceType<typeof types.Tuple>> | null;
+    for (const [number, tuple] of Object.entries(map ?? {})) {
+      byNumber.set(Number(number), {
+        attempt: Number(number),
+        at: tuple.get(0) as Date,
+        statusCode: (tuple.get(1) as number | null) ?? null,
+        errorMessage: (tuple.get(2) as string | null) ?? null,
+        durationMs: Number(tuple.get(3) ?? 0),
+      });
+    }
+    return [...byNumber.values()].sort((a, b) => a.attempt - b.attempt);
   }
 
   async getEvent(tenantId: string, eventId: string): Promise<StoredEvent | undefined> {

@@ -129,6 +129,63 @@ describe('DeliveryStore', () => {
     expect(await store.get(delivery.tenantId, delivery.id)).toMatchObject({ status: 'acknowledged', attemptCount: 2 });
   });
 
+  it('upgrade: attempts the previous version wrote to delivery_attempts are listed with those written since', async () => {
+    const delivery = queued(Date.now() - 120_000);
+    await route(delivery);
+    const first = new Date(Date.now() - 60_000);
+    // How the previous version recorded attempt 1: a row of its own beside the delivery row's update.
+    await db.execute(
+      `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, at, status_code, error_message, duration_ms)
+       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      [delivery.tenantId, delivery.id, 1, first, 503, 'HTTP 503', 12],
+      { prepare: true },
+    );
+    await store.recordAttempt(
+      seriesOf(delivery),
+      { attempt: 2, at: new Date(), statusCode: null, errorMessage: 'ECONNRESET: socket hang up', durationMs: 40 },
+      { status: 'retrying', nextRetryAt: new Date(Date.now() + 60_000) },
+    );
+    await store.recordAttempt(
+      seriesOf(delivery),
+      { attempt: 3, at: new Date(), statusCode: 204, errorMessage: null, durationMs: 3 },
+      { status: 'acknowledged', nextRetryAt: null },
+    );
+    const attempts = await store.attempts(delivery.tenantId, delivery.id);
+    expect(attempts).toEqual([
+      { attempt: 1, at: first, statusCode: 503, errorMessage: 'HTTP 503', durationMs: 12 },
+      {
+        attempt: 2,
+        at: expect.any(Date),
+        statusCode: null,
+        errorMessage: 'ECONNRESET: socket hang up',
+        durationMs: 40,
+      },
+      { attempt: 3, at: expect.any(Date), statusCode: 204, errorMessage: null, durationMs: 3 },
+    ]);
+    expect(await store.get(delivery.tenantId, delivery.id)).toMatchObject({
+      status: 'acknowledged',
+      attemptCount: 3,
+      lastStatusCode: 204,
+      lastErrorMessage: null,
+    });
+  });
+
+  it('an attempt recorded twice (a duplicate record) is listed once', async () => {
+    const delivery = queued(Date.now() - 1_000);
+    await route(delivery);
+    for (const statusCode of [500, 502]) {
+      await store.recordAttempt(
+        seriesOf(delivery),
+        { attempt: 1, at: new Date(), statusCode, errorMessage: `HTTP ${statusCode}`, durationMs: 3 },
+        { status: 'retrying', nextRetryAt: new Date(Date.now() + 60_000) },
+      );
+    }
+    const attempts = await store.attempts(delivery.tenantId, delivery.id);
+    // Both writes carry the same write time (write-time.ts): Cassandra keeps one of them, whichever value is greater.
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]).toMatchObject({ attempt: 1, statusCode: 502, errorMessage: 'HTTP 502' });
+  });
+
   it('a duplicate of the event queued again ten minutes later rolls nothing back', async () => {
     const delivery = queued(Date.now() - 600_000);
     await route(delivery);
