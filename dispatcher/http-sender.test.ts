@@ -245,6 +245,20 @@ describe('createSender against a real receiver', () => {
     expect(Math.max(...results.map((result) => result.durationMs))).toBeLessThan(timeoutMs);
   });
 
+  it('an answered attempt leaves no deadline timer behind', async () => {
+    const server = await track(
+      await receiver((_req, res) => {
+        res.end('ok');
+      }),
+    );
+    const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
+    const before = timers();
+    const results = await Promise.all(Array.from({ length: 20 }, () => send({ url: server.url, headers, body })));
+    expect(results.map((result) => result.statusCode)).toEqual(Array(20).fill(200));
+    // Each attempt armed its whole-attempt deadline; an answer clears it rather than leaving it to fire later.
+    expect(timers()).toBeLessThanOrEqual(before);
+  });
+
   it('a refused connection is a failed attempt with an error, not an exception', async () => {
     const server = await receiver(() => undefined);
     const url = server.url;
