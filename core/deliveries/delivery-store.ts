@@ -65,9 +65,11 @@ export class DeliveryStore {
    */
   async createDeliveries(event: StoredEvent, deliveries: Delivery[], writeTime: number): Promise<void> {
     const ttl = this.ttlSeconds;
+    // The event's deliveries ride in its row (migration 009): the by-event listing reads them from there. Routing the
+    // event again rewrites the map at the same write time, which keeps every cell an earlier routing or a replay wrote.
     const eventRow: WriteStatement = {
-      query: `INSERT INTO events (tenant_id, event_id, event_type, occurred_at, entity_id, reference, resource_url, payload)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl} AND TIMESTAMP ?`,
+      query: `INSERT INTO events (tenant_id, event_id, event_type, occurred_at, entity_id, reference, resource_url, payload,
+         deliveries) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl} AND TIMESTAMP ?`,
       params: [
         event.tenantId,
         event.eventId,
@@ -77,6 +79,7 @@ export class DeliveryStore {
         unset(event.reference),
         event.resourceUrl,
         unset(event.payload),
+        Object.fromEntries(deliveries.map((delivery) => [delivery.id, delivery.queuedAt])),
         writeTime * 1000,
       ],
     };
@@ -87,12 +90,25 @@ export class DeliveryStore {
     ]);
   }
 
-  /** Writes a new delivery series (routing or replay) with its index rows, stamped below any later state. */
+  /** Writes a new delivery series of an event already stored (a replay) with its index rows and its cell in the event's row. */
   async insertDelivery(delivery: Delivery) {
-    await this.writes.write(this.deliveryRows(delivery));
+    await this.writes.write([
+      ...this.deliveryRows(delivery),
+      {
+        query: `UPDATE events USING TTL ${this.ttlSeconds} AND TIMESTAMP ? SET deliveries[?] = ?
+          WHERE tenant_id = ? AND event_id = ?`,
+        params: [
+          queuedWriteTime(delivery.queuedAt.getTime()),
+          delivery.id,
+          delivery.queuedAt,
+          delivery.tenantId,
+          delivery.eventId,
+        ],
+      },
+    ]);
   }
 
-  /** A delivery's row and its four index rows, each stamped at the queue time (write-time.ts). */
+  /** A delivery's row and its three listing rows, each stamped at the queue time (write-time.ts). */
   private deliveryRows(delivery: Delivery): WriteStatement[] {
     const ttl = this.ttlSeconds;
     const { tenantId, id, queuedAt } = delivery;
@@ -137,11 +153,6 @@ export class DeliveryStore {
         query: `INSERT INTO deliveries_by_event_type (tenant_id, event_type, hour, queued_at, delivery_id)
          VALUES (?, ?, ?, ?, ?) USING TTL ${ttl} AND TIMESTAMP ?`,
         params: [tenantId, delivery.eventType, hour, queuedAt, id, stamp],
-      },
-      {
-        query: `INSERT INTO deliveries_by_event (tenant_id, event_id, queued_at, delivery_id) VALUES (?, ?, ?, ?)
-         USING TTL ${ttl} AND TIMESTAMP ?`,
-        params: [tenantId, delivery.eventId, queuedAt, id, stamp],
       },
     ];
   }
@@ -228,11 +239,11 @@ export class DeliveryStore {
    * event's row, and one of the deliveries only for an event seen again.
    */
   async routedBefore(tenantId: string, eventId: string, deliveryIds: string[]): Promise<Map<string, DeliveryStatus>> {
-    const seen = await this.db.execute('SELECT event_id FROM events WHERE tenant_id = ? AND event_id = ?', [
+    const seen = await this.db.execute('SELECT event_type FROM events WHERE tenant_id = ? AND event_id = ?', [
       tenantId,
       eventId,
     ]);
-    if (seen.rowLength === 0 || deliveryIds.length === 0) return new Map();
+    if (seen.first()?.event_type == null || deliveryIds.length === 0) return new Map();
     const rows = await this.db.execute('SELECT id, status FROM deliveries WHERE tenant_id = ? AND id IN ?', [
       tenantId,
       deliveryIds,
@@ -311,7 +322,8 @@ export class DeliveryStore {
     const row = (
       await this.db.execute('SELECT * FROM events WHERE tenant_id = ? AND event_id = ?', [tenantId, eventId])
     ).first();
-    if (!row) return undefined;
+    // A replay's cell in `deliveries` can outlive the event's own cells (a later TTL): without them there is no event.
+    if (!row || row.event_type === null) return undefined;
     return {
       tenantId,
       eventId,
@@ -372,7 +384,10 @@ export class DeliveryStore {
     return result.rows.map((row) => ({ queuedAt: row.queued_at as Date, id: String(row.delivery_id) }));
   }
 
-  /** Newest-first ids of one event's deliveries, strictly older than `before` when given, `limit` at most. */
+  /**
+   * Newest-first ids of one event's deliveries, strictly older than `before` when given, `limit` at most: the cells of
+   * the event's row (migration 009), and what earlier versions listed in deliveries_by_event until it expires.
+   */
   async eventIndex(
     tenantId: string,
     eventId: string,
@@ -385,11 +400,21 @@ export class DeliveryStore {
       where += ' AND (queued_at, delivery_id) < (?, ?)';
       params.push(before.queuedAt, before.id);
     }
-    const result = await this.db.execute(
-      `SELECT queued_at, delivery_id FROM deliveries_by_event WHERE ${where} LIMIT ${limit}`,
-      params,
-    );
-    return result.rows.map((row) => ({ queuedAt: row.queued_at as Date, id: String(row.delivery_id) }));
+    const [cells, rows] = await Promise.all([
+      this.db.execute('SELECT deliveries FROM events WHERE tenant_id = ? AND event_id = ?', [tenantId, eventId]),
+      this.db.execute(`SELECT queued_at, delivery_id FROM deliveries_by_event WHERE ${where} LIMIT ${limit}`, params),
+    ]);
+    const byId = new Map<string, Date>();
+    for (const row of rows.rows) byId.set(String(row.delivery_id), row.queued_at as Date);
+    const map = (cells.first()?.deliveries ?? null) as Record<string, Date> | null;
+    for (const [id, queuedAt] of Object.entries(map ?? {})) byId.set(id, queuedAt);
+    const newer = (a: { queuedAt: Date; id: string }, b: { queuedAt: Date; id: string }) =>
+      b.queuedAt.getTime() - a.queuedAt.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+    return [...byId]
+      .map(([id, queuedAt]) => ({ queuedAt, id }))
+      .filter((entry) => before === undefined || newer(before, entry) < 0)
+      .sort(newer)
+      .slice(0, limit);
   }
 }
 

@@ -232,12 +232,10 @@ describe('adaptive concurrency per subscription', () => {
     const [eventId] = await events.publish([{ tenantId, eventType: 'purchaseOrder.validated' }]);
 
     await waitFor(() => seen.length >= 1, 'the first attempt', 30_000);
-    const deliveryId = (
-      await db.execute('SELECT delivery_id FROM deliveries_by_event WHERE tenant_id = ? AND event_id = ?', [
-        tenantId,
-        eventId,
-      ])
-    ).rows[0]?.delivery_id as string;
+    const cells = (
+      await db.execute('SELECT deliveries FROM events WHERE tenant_id = ? AND event_id = ?', [tenantId, eventId])
+    ).first()?.deliveries as Record<string, Date> | undefined;
+    const deliveryId = Object.keys(cells ?? {})[0]!;
     const row = await waitFor(async () => {
       const found = (
         await db.execute('SELECT status, next_retry_at FROM deliveries WHERE tenant_id = ? AND id = ?', [

@@ -186,6 +186,84 @@ describe('DeliveryStore', () => {
     expect(attempts[0]).toMatchObject({ attempt: 1, statusCode: 502, errorMessage: 'HTTP 502' });
   });
 
+  /** Another delivery series of the same event (another subscription, or a replay), queued at `queuedAt`. */
+  const sibling = (delivery: Delivery, queuedAt: number, replayOf: string | null = null): Delivery => ({
+    ...delivery,
+    id: randomUUID(),
+    subscriptionId: randomUUID(),
+    queuedAt: new Date(queuedAt),
+    replayOf,
+  });
+
+  it("upgrade: an event's deliveries the previous version listed in deliveries_by_event are listed with those since, newest first", async () => {
+    const now = Date.now();
+    const old = queued(now - 300_000);
+    // How the previous version listed a delivery by event: a row of deliveries_by_event.
+    await db.execute(
+      'INSERT INTO deliveries_by_event (tenant_id, event_id, queued_at, delivery_id) VALUES (?, ?, ?, ?)',
+      [old.tenantId, old.eventId, old.queuedAt, old.id],
+      { prepare: true },
+    );
+    const routed = sibling(old, now - 200_000);
+    await route(routed);
+    const replayed = sibling(old, now - 100_000, routed.id);
+    await store.insertDelivery(replayed);
+    const ids = (entries: { id: string }[]) => entries.map((entry) => entry.id);
+
+    expect(ids(await store.eventIndex(old.tenantId, old.eventId, undefined, 10))).toEqual([
+      replayed.id,
+      routed.id,
+      old.id,
+    ]);
+    // Cursor paging over both sources: strictly older than the position, at most the limit.
+    const first = await store.eventIndex(old.tenantId, old.eventId, undefined, 1);
+    expect(ids(first)).toEqual([replayed.id]);
+    expect(ids(await store.eventIndex(old.tenantId, old.eventId, first[0], 1))).toEqual([routed.id]);
+    expect(
+      ids(await store.eventIndex(old.tenantId, old.eventId, { queuedAt: routed.queuedAt, id: routed.id }, 5)),
+    ).toEqual([old.id]);
+    expect(await store.eventIndex(old.tenantId, old.eventId, { queuedAt: old.queuedAt, id: old.id }, 5)).toEqual([]);
+  });
+
+  it('routing an event again keeps the deliveries its first routing and its replays listed', async () => {
+    const now = Date.now();
+    const first = queued(now - 60_000);
+    const second = sibling(first, now - 60_000);
+    const event = {
+      tenantId: first.tenantId,
+      eventId: first.eventId,
+      eventType: first.eventType,
+      occurredAt: first.occurredAt,
+      entityId: first.entityId,
+      reference: null,
+      resourceUrl: `/CorePurchase/REST/PurchaseOrders/${first.entityId}`,
+      payload: Buffer.from('{}'),
+    };
+    await store.createDeliveries(event, [first, second], now - 60_000);
+    const replayed = sibling(first, now - 30_000, first.id);
+    await store.insertDelivery(replayed);
+    // Routed again after a crash: only a series not stored yet is new, and the event row is written again.
+    const late = sibling(first, now - 60_000);
+    await store.createDeliveries(event, [late], now - 60_000);
+    const listed = (await store.eventIndex(first.tenantId, first.eventId, undefined, 10)).map((entry) => entry.id);
+    expect(listed.sort()).toEqual([first.id, second.id, replayed.id, late.id].sort());
+    expect(await store.getEvent(first.tenantId, first.eventId)).toMatchObject({ eventType: first.eventType });
+  });
+
+  it("an event row holding only a replay's delivery cell (the event's own cells expired) is no event", async () => {
+    const delivery = queued(Date.now());
+    await db.execute(
+      'UPDATE events SET deliveries[?] = ? WHERE tenant_id = ? AND event_id = ?',
+      [delivery.id, delivery.queuedAt, delivery.tenantId, delivery.eventId],
+      { prepare: true },
+    );
+    expect(await store.getEvent(delivery.tenantId, delivery.eventId)).toBeUndefined();
+    expect(await store.routedBefore(delivery.tenantId, delivery.eventId, [delivery.id])).toEqual(new Map());
+    expect(
+      (await store.eventIndex(delivery.tenantId, delivery.eventId, undefined, 5)).map((entry) => entry.id),
+    ).toEqual([delivery.id]);
+  });
+
   it('a duplicate of the event queued again ten minutes later rolls nothing back', async () => {
     const delivery = queued(Date.now() - 600_000);
     await route(delivery);
