@@ -65,14 +65,15 @@ export class DeliveryStore {
    */
   async createDeliveries(event: StoredEvent, deliveries: Delivery[], writeTime: number): Promise<void> {
     const ttl = this.ttlSeconds;
-    // The event's deliveries ride in its row (migration 009): the by-event listing reads them from there. Routing the
-    // event again rewrites the map at the same write time, which keeps every cell an earlier routing or a replay wrote.
+    // The event's deliveries ride in its row (migration 009): the by-event listing reads them from there. They are
+    // added to the map, never written as a whole: an INSERT of a map deletes the cells older than it, and the event
+    // published again later (a new source record, a later write time) would drop what its first routing listed.
+    // An UPDATE writes no row marker; every column but the key is set here, and a row is read by its cells.
     const eventRow: WriteStatement = {
-      query: `INSERT INTO events (tenant_id, event_id, event_type, occurred_at, entity_id, reference, resource_url, payload,
-         deliveries) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ${ttl} AND TIMESTAMP ?`,
+      query: `UPDATE events USING TTL ${ttl} AND TIMESTAMP ? SET event_type = ?, occurred_at = ?, entity_id = ?,
+         reference = ?, resource_url = ?, payload = ?, deliveries = deliveries + ? WHERE tenant_id = ? AND event_id = ?`,
       params: [
-        event.tenantId,
-        event.eventId,
+        writeTime * 1000,
         event.eventType,
         event.occurredAt,
         event.entityId,
@@ -80,7 +81,8 @@ export class DeliveryStore {
         event.resourceUrl,
         unset(event.payload),
         Object.fromEntries(deliveries.map((delivery) => [delivery.id, delivery.queuedAt])),
-        writeTime * 1000,
+        event.tenantId,
+        event.eventId,
       ],
     };
     // The event row apart: its payload can be large, and a batch of several partitions has a size limit.

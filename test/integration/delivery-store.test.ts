@@ -250,6 +250,27 @@ describe('DeliveryStore', () => {
     expect(await store.getEvent(first.tenantId, first.eventId)).toMatchObject({ eventType: first.eventType });
   });
 
+  it('an event published again later (a new source record) keeps the deliveries its first routing listed', async () => {
+    const now = Date.now();
+    const first = queued(now - 60_000);
+    const event = {
+      tenantId: first.tenantId,
+      eventId: first.eventId,
+      eventType: first.eventType,
+      occurredAt: first.occurredAt,
+      entityId: first.entityId,
+      reference: null,
+      resourceUrl: `/CorePurchase/REST/PurchaseOrders/${first.entityId}`,
+      payload: Buffer.from('{}'),
+    };
+    await store.createDeliveries(event, [first], now - 60_000);
+    // The producer published the event again: a new record, a later write time, and one series not stored before.
+    const late = sibling(first, now);
+    await store.createDeliveries(event, [late], now);
+    const listed = (await store.eventIndex(first.tenantId, first.eventId, undefined, 10)).map((entry) => entry.id);
+    expect(listed.sort()).toEqual([first.id, late.id].sort());
+  });
+
   it("an event row holding only a replay's delivery cell (the event's own cells expired) is no event", async () => {
     const delivery = queued(Date.now());
     await db.execute(
