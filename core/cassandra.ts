@@ -65,7 +65,10 @@ export async function migrate(config: Config): Promise<{ applied: string[]; alre
     for (const file of files.filter((name) => !done.has(name))) {
       const text = await readFile(new URL(file, directory), 'utf8');
       for (const statement of splitStatements(text)) {
-        const qualified = statement.replace(/\b(CREATE TABLE IF NOT EXISTS|ALTER TABLE) (\w+)/, `$1 ${keyspace}.$2`);
+        const qualified = statement.replace(
+          /\b(CREATE TABLE IF NOT EXISTS|ALTER TABLE|CREATE INDEX IF NOT EXISTS \w+ ON) (\w+)/,
+          `$1 ${keyspace}.$2`,
+        );
         try {
           await admin.execute(qualified);
         } catch (error) {

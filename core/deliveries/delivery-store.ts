@@ -110,7 +110,7 @@ export class DeliveryStore {
     ]);
   }
 
-  /** A delivery's row and its three listing rows, each stamped at the queue time (write-time.ts). */
+  /** A delivery's row and its listing row, each stamped at the queue time (write-time.ts). */
   private deliveryRows(delivery: Delivery): WriteStatement[] {
     const ttl = this.ttlSeconds;
     const { tenantId, id, queuedAt } = delivery;
@@ -142,19 +142,10 @@ export class DeliveryStore {
         ],
       },
       {
-        query: `INSERT INTO deliveries_by_tenant (tenant_id, hour, queued_at, delivery_id) VALUES (?, ?, ?, ?)
-         USING TTL ${ttl} AND TIMESTAMP ?`,
-        params: [tenantId, hour, queuedAt, id, stamp],
-      },
-      {
-        query: `INSERT INTO deliveries_by_subscription (tenant_id, subscription_id, hour, queued_at, delivery_id)
-         VALUES (?, ?, ?, ?, ?) USING TTL ${ttl} AND TIMESTAMP ?`,
-        params: [tenantId, delivery.subscriptionId, hour, queuedAt, id, stamp],
-      },
-      {
-        query: `INSERT INTO deliveries_by_event_type (tenant_id, event_type, hour, queued_at, delivery_id)
-         VALUES (?, ?, ?, ?, ?) USING TTL ${ttl} AND TIMESTAMP ?`,
-        params: [tenantId, delivery.eventType, hour, queuedAt, id, stamp],
+        // The tenant's listing row names the subscription and the event type, which SAI indexes filter (migration 010).
+        query: `INSERT INTO deliveries_by_tenant (tenant_id, hour, queued_at, delivery_id, subscription_id, event_type)
+         VALUES (?, ?, ?, ?, ?, ?) USING TTL ${ttl} AND TIMESTAMP ?`,
+        params: [tenantId, hour, queuedAt, id, delivery.subscriptionId, delivery.eventType, stamp],
       },
     ];
   }
@@ -358,32 +349,48 @@ export class DeliveryStore {
     return row ? { deliveryId: String(row.delivery_id), occurredAt: String(row.occurred_at) } : undefined;
   }
 
-  /** Newest-first ids from one hour partition of an index, strictly older than `before` when given. */
+  /**
+   * Newest-first ids from one hour partition of the tenant's listing, strictly older than `before` when given, filtered
+   * by subscription or event type through their SAI indexes (migration 010). Deliveries queued before that version are
+   * listed in deliveries_by_subscription and deliveries_by_event_type, read beside it until they expire.
+   */
   async indexPage(
     index: { table: 'tenant' | 'subscription' | 'eventType'; tenantId: string; key?: string },
     hour: number,
     before: { queuedAt: Date; id: string } | undefined,
     limit: number,
   ): Promise<{ queuedAt: Date; id: string }[]> {
-    const table = {
-      tenant: 'deliveries_by_tenant',
-      subscription: 'deliveries_by_subscription',
-      eventType: 'deliveries_by_event_type',
-    }[index.table];
-    const keyColumn = { tenant: '', subscription: ' AND subscription_id = ?', eventType: ' AND event_type = ?' }[
-      index.table
-    ];
-    const params: unknown[] = [index.tenantId, ...(index.key === undefined ? [] : [index.key]), hour];
-    let where = `tenant_id = ?${keyColumn} AND hour = ?`;
-    if (before) {
-      where += ' AND (queued_at, delivery_id) < (?, ?)';
-      params.push(before.queuedAt, before.id);
-    }
-    const result = await this.db.execute(
-      `SELECT queued_at, delivery_id FROM ${table} WHERE ${where} LIMIT ${limit}`,
-      params,
-    );
-    return result.rows.map((row) => ({ queuedAt: row.queued_at as Date, id: String(row.delivery_id) }));
+    const filter = { tenant: undefined, subscription: 'subscription_id', eventType: 'event_type' }[index.table];
+    const page = async (table: string, keyColumn: string | undefined, keyInPartition: boolean) => {
+      const params: unknown[] = [index.tenantId];
+      let where = 'tenant_id = ?';
+      if (keyColumn && keyInPartition) {
+        where += ` AND ${keyColumn} = ?`;
+        params.push(index.key);
+      }
+      where += ' AND hour = ?';
+      params.push(hour);
+      if (before) {
+        where += ' AND (queued_at, delivery_id) < (?, ?)';
+        params.push(before.queuedAt, before.id);
+      }
+      if (keyColumn && !keyInPartition) {
+        where += ` AND ${keyColumn} = ?`;
+        params.push(index.key);
+      }
+      const result = await this.db.execute(
+        `SELECT queued_at, delivery_id FROM ${table} WHERE ${where} LIMIT ${limit}`,
+        params,
+      );
+      return result.rows.map((row) => ({ queuedAt: row.queued_at as Date, id: String(row.delivery_id) }));
+    };
+    if (filter === undefined) return page('deliveries_by_tenant', undefined, false);
+    const earlier = index.table === 'subscription' ? 'deliveries_by_subscription' : 'deliveries_by_event_type';
+    const [listed, before010] = await Promise.all([
+      page('deliveries_by_tenant', filter, false),
+      page(earlier, filter, true),
+    ]);
+    return newestFirst([...before010, ...listed], undefined, limit);
   }
 
   /**
@@ -406,18 +413,31 @@ export class DeliveryStore {
       this.db.execute('SELECT deliveries FROM events WHERE tenant_id = ? AND event_id = ?', [tenantId, eventId]),
       this.db.execute(`SELECT queued_at, delivery_id FROM deliveries_by_event WHERE ${where} LIMIT ${limit}`, params),
     ]);
-    const byId = new Map<string, Date>();
-    for (const row of rows.rows) byId.set(String(row.delivery_id), row.queued_at as Date);
     const map = (cells.first()?.deliveries ?? null) as Record<string, Date> | null;
-    for (const [id, queuedAt] of Object.entries(map ?? {})) byId.set(id, queuedAt);
-    const newer = (a: { queuedAt: Date; id: string }, b: { queuedAt: Date; id: string }) =>
-      b.queuedAt.getTime() - a.queuedAt.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
-    return [...byId]
-      .map(([id, queuedAt]) => ({ queuedAt, id }))
-      .filter((entry) => before === undefined || newer(before, entry) < 0)
-      .sort(newer)
-      .slice(0, limit);
+    return newestFirst(
+      [
+        ...rows.rows.map((row) => ({ queuedAt: row.queued_at as Date, id: String(row.delivery_id) })),
+        ...Object.entries(map ?? {}).map(([id, queuedAt]) => ({ queuedAt, id })),
+      ],
+      before,
+      limit,
+    );
   }
+}
+
+type ListingEntry = { queuedAt: Date; id: string };
+
+/** Listing order: newest queue time first, then delivery id descending (the index tables' clustering order). */
+const newer = (a: ListingEntry, b: ListingEntry) =>
+  b.queuedAt.getTime() - a.queuedAt.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+
+/** Entries of two sources merged: each id once, in listing order, strictly after `before`, `limit` at most. */
+function newestFirst(entries: ListingEntry[], before: ListingEntry | undefined, limit: number): ListingEntry[] {
+  const byId = new Map(entries.map((entry) => [entry.id, entry]));
+  return [...byId.values()]
+    .filter((entry) => before === undefined || newer(before, entry) < 0)
+    .sort(newer)
+    .slice(0, limit);
 }
 
 function fromRow(row: Record<string, unknown>): Delivery {

@@ -71,14 +71,14 @@ describe('delivery engine under stress', () => {
     return subscription;
   };
 
-  /** Deliveries of a subscription routed in the last two hours (index rows). */
+  /** Deliveries of a subscription routed in the last two hours (the tenant's listing rows, by their SAI index). */
   const routedCount = async (tenantId: string, subscriptionId: string) => {
     const hour = Math.floor(Date.now() / 3_600_000);
     let count = 0;
     for (const h of [hour - 1, hour]) {
       const result = await db.execute(
-        'SELECT count(*) AS n FROM deliveries_by_subscription WHERE tenant_id = ? AND subscription_id = ? AND hour = ?',
-        [tenantId, subscriptionId, h],
+        'SELECT count(*) AS n FROM deliveries_by_tenant WHERE tenant_id = ? AND hour = ? AND subscription_id = ?',
+        [tenantId, h, subscriptionId],
         { prepare: true },
       );
       count += Number(result.first()?.n ?? 0);

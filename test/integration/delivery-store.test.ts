@@ -285,6 +285,67 @@ describe('DeliveryStore', () => {
     ).toEqual([delivery.id]);
   });
 
+  it("a subscription's and an event type's listings: only theirs, newest first, paged within the hour", async () => {
+    const hourStart = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+    const base = queued(hourStart);
+    const otherSubscription = randomUUID();
+    // 30 deliveries of the subscription and 30 of another one in the same tenant and hour, routed out of order.
+    const mine = Array.from({ length: 30 }, (_, index) => ({
+      ...sibling(base, hourStart + index),
+      subscriptionId: base.subscriptionId,
+    }));
+    const theirs = Array.from({ length: 30 }, (_, index) => ({
+      ...sibling(base, hourStart + index),
+      subscriptionId: otherSubscription,
+      eventType: 'purchaseOrder.cancelled',
+    }));
+    for (const delivery of [...mine, ...theirs].sort(() => Math.random() - 0.5)) await route(delivery);
+    const hour = hourStart / 3_600_000;
+    const newest = [...mine].sort((a, b) => b.queuedAt.getTime() - a.queuedAt.getTime()).map((delivery) => delivery.id);
+    const bySubscription = { table: 'subscription' as const, tenantId: base.tenantId, key: base.subscriptionId };
+
+    const first = await store.indexPage(bySubscription, hour, undefined, 5);
+    expect(first.map((entry) => entry.id)).toEqual(newest.slice(0, 5));
+    const next = await store.indexPage(bySubscription, hour, first[4], 10);
+    expect(next.map((entry) => entry.id)).toEqual(newest.slice(5, 15));
+    const all = await store.indexPage(bySubscription, hour, undefined, 100);
+    expect(all.map((entry) => entry.id)).toEqual(newest);
+
+    const byType = { table: 'eventType' as const, tenantId: base.tenantId, key: 'purchaseOrder.cancelled' };
+    expect((await store.indexPage(byType, hour, undefined, 100)).map((entry) => entry.id).sort()).toEqual(
+      theirs.map((delivery) => delivery.id).sort(),
+    );
+    const byTenant = { table: 'tenant' as const, tenantId: base.tenantId };
+    expect(await store.indexPage(byTenant, hour, undefined, 100)).toHaveLength(60);
+  });
+
+  it('upgrade: deliveries the previous version listed in deliveries_by_subscription and _by_event_type are listed with those since', async () => {
+    const hourStart = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+    const old = queued(hourStart + 1_000);
+    const hour = hourStart / 3_600_000;
+    // How the previous version listed a delivery: a row in each filter's own table, none naming it in the tenant's.
+    await db.execute(
+      'INSERT INTO deliveries_by_subscription (tenant_id, subscription_id, hour, queued_at, delivery_id) VALUES (?, ?, ?, ?, ?)',
+      [old.tenantId, old.subscriptionId, hour, old.queuedAt, old.id],
+      { prepare: true },
+    );
+    await db.execute(
+      'INSERT INTO deliveries_by_event_type (tenant_id, event_type, hour, queued_at, delivery_id) VALUES (?, ?, ?, ?, ?)',
+      [old.tenantId, old.eventType, hour, old.queuedAt, old.id],
+      { prepare: true },
+    );
+    const since = { ...sibling(old, hourStart + 2_000), subscriptionId: old.subscriptionId };
+    await route(since);
+    const bySubscription = { table: 'subscription' as const, tenantId: old.tenantId, key: old.subscriptionId };
+    const byType = { table: 'eventType' as const, tenantId: old.tenantId, key: old.eventType };
+    for (const index of [bySubscription, byType]) {
+      expect((await store.indexPage(index, hour, undefined, 10)).map((entry) => entry.id)).toEqual([since.id, old.id]);
+      const first = await store.indexPage(index, hour, undefined, 1);
+      expect(first.map((entry) => entry.id)).toEqual([since.id]);
+      expect((await store.indexPage(index, hour, first[0], 1)).map((entry) => entry.id)).toEqual([old.id]);
+    }
+  });
+
   it('a duplicate of the event queued again ten minutes later rolls nothing back', async () => {
     const delivery = queued(Date.now() - 600_000);
     await route(delivery);
