@@ -71,7 +71,8 @@ export class DeliveryStore {
     // An UPDATE writes no row marker; every column but the key is set here, and a row is read by its cells.
     const eventRow: WriteStatement = {
       query: `UPDATE events USING TTL ${ttl} AND TIMESTAMP ? SET event_type = ?, occurred_at = ?, entity_id = ?,
-         reference = ?, resource_url = ?, payload = ?, deliveries = deliveries + ? WHERE tenant_id = ? AND event_id = ?`,
+         reference = ?, resource_url = ?, payload = ?, deliveries = deliveries + ?
+         WHERE tenant_id = ? AND event_id = ?`,
       params: [
         writeTime * 1000,
         event.eventType,
@@ -92,7 +93,10 @@ export class DeliveryStore {
     ]);
   }
 
-  /** Writes a new delivery series of an event already stored (a replay) with its index rows and its cell in the event's row. */
+  /**
+   * Writes a new delivery series of an event already stored (a replay): its row, its listing row and its cell in the
+   * event's row.
+   */
   async insertDelivery(delivery: Delivery) {
     await this.writes.write([
       ...this.deliveryRows(delivery),
@@ -357,9 +361,9 @@ export class DeliveryStore {
   async indexPage(
     index: { table: 'tenant' | 'subscription' | 'eventType'; tenantId: string; key?: string },
     hour: number,
-    before: { queuedAt: Date; id: string } | undefined,
+    before: ListingEntry | undefined,
     limit: number,
-  ): Promise<{ queuedAt: Date; id: string }[]> {
+  ): Promise<ListingEntry[]> {
     const filter = { tenant: undefined, subscription: 'subscription_id', eventType: 'event_type' }[index.table];
     const page = async (table: string, keyColumn: string | undefined, keyInPartition: boolean) => {
       const params: unknown[] = [index.tenantId];
@@ -400,9 +404,9 @@ export class DeliveryStore {
   async eventIndex(
     tenantId: string,
     eventId: string,
-    before: { queuedAt: Date; id: string } | undefined,
+    before: ListingEntry | undefined,
     limit: number,
-  ): Promise<{ queuedAt: Date; id: string }[]> {
+  ): Promise<ListingEntry[]> {
     const params: unknown[] = [tenantId, eventId];
     let where = 'tenant_id = ? AND event_id = ?';
     if (before) {
@@ -425,7 +429,8 @@ export class DeliveryStore {
   }
 }
 
-type ListingEntry = { queuedAt: Date; id: string };
+/** A delivery as a listing orders it. */
+export type ListingEntry = { queuedAt: Date; id: string };
 
 /** Listing order: newest queue time first, then delivery id descending (the index tables' clustering order). */
 const newer = (a: ListingEntry, b: ListingEntry) =>
