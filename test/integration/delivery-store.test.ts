@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectCassandra, statementSender, type CassandraClient } from '../../core/cassandra.ts';
 import { loadConfig } from '../../core/config.ts';
-import type { Delivery } from '../../core/deliveries/delivery.ts';
+import type { Delivery, StoredEvent } from '../../core/deliveries/delivery.ts';
 import { DeliveryStore } from '../../core/deliveries/delivery-store.ts';
 import { WriteBatcher } from '../../core/write-batcher.ts';
 import { testEnv } from '../support/harness.ts';
@@ -45,22 +45,21 @@ describe('DeliveryStore', () => {
     queuedAt: delivery.queuedAt.getTime(),
   });
 
+  /** The event a delivery was routed from, as the router stores it. */
+  const eventOf = (delivery: Delivery): StoredEvent => ({
+    tenantId: delivery.tenantId,
+    eventId: delivery.eventId,
+    eventType: delivery.eventType,
+    occurredAt: delivery.occurredAt,
+    entityId: delivery.entityId,
+    reference: null,
+    resourceUrl: `/CorePurchase/REST/PurchaseOrders/${delivery.entityId}`,
+    payload: Buffer.from('{}'),
+  });
+
   /** What the router writes for a new delivery, stamped as the router stamps it. */
   const route = (delivery: Delivery) =>
-    store.createDeliveries(
-      {
-        tenantId: delivery.tenantId,
-        eventId: delivery.eventId,
-        eventType: delivery.eventType,
-        occurredAt: delivery.occurredAt,
-        entityId: delivery.entityId,
-        reference: null,
-        resourceUrl: `/CorePurchase/REST/PurchaseOrders/${delivery.entityId}`,
-        payload: Buffer.from('{}'),
-      },
-      [delivery],
-      delivery.queuedAt.getTime(),
-    );
+    store.createDeliveries(eventOf(delivery), [delivery], delivery.queuedAt.getTime());
 
   it('clock skew: an attempt recorded by a dispatcher whose clock is an hour behind the router still lands', async () => {
     // The router's clock is an hour ahead of this (the dispatcher's) host.
@@ -229,16 +228,7 @@ describe('DeliveryStore', () => {
     const now = Date.now();
     const first = queued(now - 60_000);
     const second = sibling(first, now - 60_000);
-    const event = {
-      tenantId: first.tenantId,
-      eventId: first.eventId,
-      eventType: first.eventType,
-      occurredAt: first.occurredAt,
-      entityId: first.entityId,
-      reference: null,
-      resourceUrl: `/CorePurchase/REST/PurchaseOrders/${first.entityId}`,
-      payload: Buffer.from('{}'),
-    };
+    const event = eventOf(first);
     await store.createDeliveries(event, [first, second], now - 60_000);
     const replayed = sibling(first, now - 30_000, first.id);
     await store.insertDelivery(replayed);
@@ -253,16 +243,7 @@ describe('DeliveryStore', () => {
   it('an event published again later (a new source record) keeps the deliveries its first routing listed', async () => {
     const now = Date.now();
     const first = queued(now - 60_000);
-    const event = {
-      tenantId: first.tenantId,
-      eventId: first.eventId,
-      eventType: first.eventType,
-      occurredAt: first.occurredAt,
-      entityId: first.entityId,
-      reference: null,
-      resourceUrl: `/CorePurchase/REST/PurchaseOrders/${first.entityId}`,
-      payload: Buffer.from('{}'),
-    };
+    const event = eventOf(first);
     await store.createDeliveries(event, [first], now - 60_000);
     // The producer published the event again: a new record, a later write time, and one series not stored before.
     const late = sibling(first, now);
