@@ -493,3 +493,28 @@ describe('ConsumerRunner across a rebalance', () => {
     await t.stop();
   });
 });
+
+describe('ConsumerRunner when a handler fails', () => {
+  it('hands the record again flagged as redelivered: the failed try may have done part of its work', async () => {
+    const fake = fakeKafka();
+    const seen: (boolean | undefined)[] = [];
+    const runner = new ConsumerRunner(fake.kafka, {
+      groupId: 'g',
+      topics: ['deliveries'],
+      maxInFlight: 10,
+      logger: pino({ level: 'silent' }),
+      handle: async (record) => {
+        seen.push(record.redelivered);
+        // The first try published some of its records, then failed (the broker refused the rest).
+        if (seen.length === 1) throw new Error('broker unavailable');
+      },
+    });
+    await runner.start();
+    await fake.feed(0, 0, ['a']);
+    await expect.poll(() => seen.length, { timeout: 2_000 }).toBe(2);
+    expect(seen).toEqual([false, true]);
+    await runner.commit();
+    expect(fake.committed.get(0)).toBe(1n);
+    await runner.stop();
+  });
+});

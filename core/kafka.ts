@@ -32,7 +32,8 @@ export interface ConsumedRecord {
   timestamp: number;
   /**
    * The record was already in its partition when this member was given the partition: a previous owner may have
-   * handled it (it died or left before committing), so a handler may check what was done before acting again.
+   * handled it (it died or left before committing), so a handler may check what was done before acting again. Also
+   * set on a record handed again after its handler failed.
    */
   redelivered?: boolean;
 }
@@ -508,7 +509,7 @@ export class ConsumerRunner {
 
   /**
    * A handler error means the outcome is not durable yet (store or broker down): try again, never skip; except a
-   * PoisonRecordError, which no retry can cure.
+   * PoisonRecordError, which no retry can cure. A record tried again is flagged as redelivered.
    */
   private async handleUntilDurable(record: ConsumedRecord): Promise<void> {
     for (let attempt = 0; ; attempt += 1) {
@@ -523,6 +524,9 @@ export class ConsumerRunner {
           );
           return;
         }
+        // The failed try may have done part of its work (a router's publish that reached some partitions and not
+        // others): the next one checks what was done before acting again, as for a record a previous owner handled.
+        record.redelivered = true;
         const delay = Math.min(200 * 2 ** attempt, 10_000);
         this.options.logger.error(
           { err: error, topic: record.topic, partition: record.partition, offset: record.offset, retryInMs: delay },
