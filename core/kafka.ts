@@ -11,7 +11,6 @@ import {
   AssignerProtocol,
   Kafka,
   logLevel,
-  Partitioners,
   type Admin,
   type Consumer,
   type KafkaConfig,
@@ -192,18 +191,12 @@ function recordBytes(record: OutgoingRecord): number {
   return size;
 }
 
-const keyPartitioner = Partitioners.DefaultPartitioner();
-
-/** The partition the producer's default partitioner (murmur2, as Java's) gives a record keyed `key`. */
+/**
+ * The partition the publisher puts a record keyed `key` in: the producer's own partitioner (murmur2, as Java's), on the
+ * key as its serializer encodes it, modulo the partition count as the producer takes it.
+ */
 export function partitionOf(key: string, partitions: number): number {
-  const partitionMetadata = Array.from({ length: partitions }, (_, partitionId) => ({
-    partitionId,
-    leader: 0,
-    replicas: [0],
-    isr: [0],
-    partitionErrorCode: 0,
-  }));
-  return keyPartitioner({ topic: '', partitionMetadata, message: { key, value: null } });
+  return compatibilityPartitioner({ topic: '', key }, Buffer.from(key, 'utf8')) % partitions;
 }
 
 /** A consumer group as one member sees it after joining: itself and each member's partitions by topic. */
