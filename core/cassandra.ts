@@ -15,9 +15,10 @@ export const { types } = cassandra;
  */
 export function statementSender(db: CassandraClient): SendStatements {
   const noTimestamp = { prepare: true, timestamp: null as unknown as number };
+  const unloggedBatch = { ...noTimestamp, logged: false };
   return async (statements) => {
     if (statements.length === 1) await db.execute(statements[0]!.query, statements[0]!.params, noTimestamp);
-    else await db.batch(statements, { ...noTimestamp, logged: false });
+    else await db.batch(statements, unloggedBatch);
   };
 }
 

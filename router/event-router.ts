@@ -1,7 +1,7 @@
-import { buildEnvelope, signBody } from '../core/envelope.ts';
+import { buildEnvelope, envelopeFields, signBody } from '../core/envelope.ts';
 import { matchesAny } from '../core/event-types.ts';
 import { deliveryIdFor } from '../core/ids.ts';
-import type { Delivery, DeliveryStatus, StoredEvent } from '../core/deliveries/delivery.ts';
+import { storedEvent, type Delivery, type DeliveryStatus, type StoredEvent } from '../core/deliveries/delivery.ts';
 import { queuedDelivery, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import type { Subscription } from '../core/subscriptions/subscription.ts';
 
@@ -56,11 +56,7 @@ export async function routeEvent(
       )
     : new Map<string, DeliveryStatus>();
   const all = subscriptions.map((subscription) => {
-    const envelope = buildEnvelope(
-      { ...event, subscriptionId: subscription.id },
-      event.payload,
-      deps.payloadLimitBytes,
-    );
+    const envelope = buildEnvelope(envelopeFields(event, subscription.id), event.payload, deps.payloadLimitBytes);
     const signature =
       subscription.authenticationMode === 'Hmac' && subscription.secrets.hmacSecret
         ? signBody(subscription.secrets.hmacSecret, envelope)
@@ -99,7 +95,7 @@ export async function routeEvent(
   // A payload over the limit is never embedded, so it is not kept either (it can be tens of megabytes).
   const kept = event.payload !== null && event.payload.length <= deps.payloadLimitBytes ? event.payload : null;
   const writing = performance.now();
-  if (deliveries.length > 0) await deps.store.createDeliveries({ ...event, payload: kept }, deliveries, receivedAt);
+  if (deliveries.length > 0) await deps.store.createDeliveries(storedEvent(event, kept), deliveries, receivedAt);
   await Promise.all(
     fresh.map(({ subscription }, index) =>
       subscription.supersedePendingDeliveries && test === null

@@ -11,7 +11,7 @@ import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
 import { requireSecrets } from '../core/config.ts';
 import { routeEvent } from './event-router.ts';
-import type { StoredEvent } from '../core/deliveries/delivery.ts';
+import { storedEvent, type StoredEvent } from '../core/deliveries/delivery.ts';
 import { newId } from '../core/ids.ts';
 import { ReplayJobStore } from '../core/replay-jobs/replay-job-store.ts';
 import { ReplayRunner } from './replay-runner.ts';
@@ -55,10 +55,11 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
       if (!record.value) return;
       const started = Date.now();
       metrics.stage('event_to_routed', started - record.timestamp);
-      const event = await eventCodec.decode(record.value);
+      const decoded = await eventCodec.decode(record.value);
+      const event = storedEvent(decoded, decoded.payload);
       const mayBeRepeat = record.redelivered === true || record.headers[MAY_BE_DUPLICATE_HEADER] === '1';
       const routed = await routeEvent(
-        { ...event, reference: event.reference ?? null },
+        event,
         record.timestamp,
         {
           subscriptionsOf: (tenantId) => cache.forTenant(tenantId),

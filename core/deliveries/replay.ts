@@ -1,6 +1,6 @@
 // The replay rules (spec "States and transitions", DESIGN §10), shared by POST /Deliveries/{id}/replay and the bulk
 // replay jobs: which deliveries may be replayed, how the new series is built, and in which order it is queued.
-import { buildEnvelope } from '../envelope.ts';
+import { buildEnvelope, envelopeFields } from '../envelope.ts';
 import { queuedDelivery, type DeliveryRecord } from './delivery-record.ts';
 import type { Delivery, StoredEvent } from './delivery.ts';
 
@@ -67,7 +67,7 @@ export function replayRecord(original: Delivery, event: StoredEvent, series: Rep
  * again, and the stored signature matches.
  */
 export function sentEnvelope(event: StoredEvent, subscriptionId: string): Buffer {
-  return buildEnvelope({ ...event, subscriptionId }, event.payload, Number.POSITIVE_INFINITY);
+  return buildEnvelope(envelopeFields(event, subscriptionId), event.payload, Number.POSITIVE_INFINITY);
 }
 
 /**
