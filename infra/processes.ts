@@ -15,6 +15,18 @@ export interface ServiceProcess {
   exited: Promise<number | null>;
 }
 
+/**
+ * Node flags a service runs with, by entry. The router and the dispatcher allocate short-lived objects per delivery: a
+ * young generation of 32 MB semi-spaces (V8's default is 16) halves their scavenges. Alternated on this 2-core machine,
+ * it gave 9 % more deliveries/s (5,126-5,346 against 4,639-4,958), a lower p99 at 2,500/s (100 and 109 ms against
+ * 270 and 125) and no measurable change at 500/s (p99 19-26 against 19-27 ms), for 20-30 MB more RSS. The chart's
+ * values give the same flags as NODE_OPTIONS (infra/deploy/manifests.test.ts checks they agree).
+ */
+export const SERVICE_NODE_FLAGS: Readonly<Record<string, readonly string[]>> = {
+  'router/main.ts': ['--max-semi-space-size=32'],
+  'dispatcher/main.ts': ['--max-semi-space-size=32'],
+};
+
 /** How a service runs: its TypeScript through tsx, or its compiled JavaScript in dist/ (`npm run build` first). */
 export type ServiceRuntime = 'tsx' | 'compiled';
 
@@ -39,7 +51,8 @@ export function spawnService(
     runtime === 'compiled'
       ? [path.join(repoRoot, 'dist', entry.replace(/\.ts$/, '.js'))]
       : ['--import', 'tsx', path.join(repoRoot, entry)];
-  const child = spawn(process.execPath, [...profile, ...flags, ...program], {
+  const tuning = SERVICE_NODE_FLAGS[entry] ?? [];
+  const child = spawn(process.execPath, [...tuning, ...profile, ...flags, ...program], {
     cwd: repoRoot,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

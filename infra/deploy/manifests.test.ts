@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SERVICE_NODE_FLAGS } from '../processes.ts';
 import { ensureValidators, KUBERNETES, repoRoot, tool, type Validators } from './validators.ts';
 
 const chart = path.join(repoRoot, 'infra', 'deploy', 'core-webhooks');
@@ -164,7 +165,11 @@ describe('helm chart infra/deploy/core-webhooks', () => {
         expect(container.env).toBeUndefined();
         expect(pod.metadata.annotations['prometheus.io/scrape']).toBeUndefined();
       } else {
-        expect(container.env).toEqual([{ name: 'METRICS_PORT', value: '9100' }]);
+        // The Node flags `npm start` and the bench give the service (infra/processes.ts), as NODE_OPTIONS.
+        expect(container.env).toEqual([
+          { name: 'METRICS_PORT', value: '9100' },
+          { name: 'NODE_OPTIONS', value: SERVICE_NODE_FLAGS[expected.source]!.join(' ') },
+        ]);
         expect(pod.metadata.annotations).toMatchObject({
           'prometheus.io/scrape': 'true',
           'prometheus.io/port': '9100',
