@@ -12,9 +12,8 @@ export interface EnvelopeFields {
 }
 
 /**
- * An event's envelope fields for one subscription. Every field is named: in V8 (Node 20), an object spread from another
- * and then given a property (`{ ...event, subscriptionId }`) gets a hidden class of its own each time, and every read
- * of it misses V8's inline caches (core/deliveries/delivery-record.ts, fromDeliveryMessage).
+ * An event's envelope fields for one subscription, every field named (why: deliveries/delivery-record.ts,
+ * fromDeliveryMessage).
  */
 export function envelopeFields(event: Omit<EnvelopeFields, 'subscriptionId'>, subscriptionId: string): EnvelopeFields {
   return {

@@ -27,6 +27,12 @@ export const SERVICE_NODE_FLAGS: Readonly<Record<string, readonly string[]>> = {
   'dispatcher/main.ts': ['--max-semi-space-size=32'],
 };
 
+/** The Node flags `entry` runs with: its SERVICE_NODE_FLAGS, then CORE_NODE_FLAGS (diagnostics), which win. */
+export function nodeFlagsFor(entry: string, env: NodeJS.ProcessEnv): string[] {
+  const extra = env.CORE_NODE_FLAGS ? env.CORE_NODE_FLAGS.split(/\s+/).filter(Boolean) : [];
+  return [...(SERVICE_NODE_FLAGS[entry] ?? []), ...extra];
+}
+
 /** How a service runs: its TypeScript through tsx, or its compiled JavaScript in dist/ (`npm run build` first). */
 export type ServiceRuntime = 'tsx' | 'compiled';
 
@@ -46,13 +52,11 @@ export function spawnService(
   // CORE_CPU_PROF_DIR=<dir> writes a V8 CPU profile of each service there when it exits (npm run bench uses it), and
   // CORE_NODE_FLAGS adds Node flags (diagnostics such as --trace-gc, whose output goes to the log file).
   const profile = env.CORE_CPU_PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${env.CORE_CPU_PROF_DIR}`] : [];
-  const flags = env.CORE_NODE_FLAGS ? env.CORE_NODE_FLAGS.split(/\s+/).filter(Boolean) : [];
   const program =
     runtime === 'compiled'
       ? [path.join(repoRoot, 'dist', entry.replace(/\.ts$/, '.js'))]
       : ['--import', 'tsx', path.join(repoRoot, entry)];
-  const tuning = SERVICE_NODE_FLAGS[entry] ?? [];
-  const child = spawn(process.execPath, [...tuning, ...profile, ...flags, ...program], {
+  const child = spawn(process.execPath, [...profile, ...nodeFlagsFor(entry, env), ...program], {
     cwd: repoRoot,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -48,11 +48,7 @@ export interface StoredEvent {
   testSubscriptionId?: string | null;
 }
 
-/**
- * An event's StoredEvent with `payload`, every field named: in V8 (Node 20), an object spread from another and given a
- * property gets a hidden class of its own each time, and every read of it misses V8's inline caches
- * (delivery-record.ts, fromDeliveryMessage).
- */
+/** An event's StoredEvent with `payload`, every field named (why: delivery-record.ts, fromDeliveryMessage). */
 export function storedEvent(event: Omit<StoredEvent, 'payload'>, payload: Buffer | null): StoredEvent {
   return {
     tenantId: event.tenantId,

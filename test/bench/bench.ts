@@ -32,19 +32,13 @@ import { codecFor, createRegistry } from '../../core/registry.ts';
 import { SubscriptionStore } from '../../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../../core/topics.ts';
 import { buildServices } from '../../infra/build.ts';
-import { repoRoot, SERVICE_NODE_FLAGS, spawnService, type ServiceRuntime } from '../../infra/processes.ts';
+import { nodeFlagsFor, repoRoot, spawnService, type ServiceRuntime } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
 import { ensureServers, serverStatus } from '../../infra/servers.ts';
 import { eventPublisher } from '../support/events.ts';
 import { ceilingOf, formatCeiling, fractionOfCeiling, measureLoopbackCeiling } from './loopback-ceiling.ts';
 import { formatRuntime, formatStage, scrapeStages } from './stage-histograms.ts';
 import { CpuMeter, formatCpu } from './process-cpu.ts';
-
-/** The Node flags a service runs with here (infra/processes.ts, then CORE_NODE_FLAGS, which win). */
-const nodeFlags = (entry: string) =>
-  [...(SERVICE_NODE_FLAGS[entry] ?? []), ...(process.env.CORE_NODE_FLAGS ?? '').split(/\s+/).filter(Boolean)].join(
-    ' ',
-  ) || 'none';
 
 const { values } = parseArgs({
   options: {
@@ -426,7 +420,7 @@ try {
   }
   console.log(`
 mode: ${rate > 0 ? `paced at ${rate} deliveries/s` : 'as fast as possible'}${warmupEvents > 0 ? `, after a warm-up of ${(warmupEvents * subsPerTenant).toLocaleString('en-US')} deliveries (not counted)` : ''}${failRatio > 0 ? `, ${failRatio * 100}% of answers failing` : ''}${backlog > 0 ? `, ${backlog} pending retries parked` : ''}
-node flags: router ${nodeFlags('router/main.ts')}, dispatcher ${nodeFlags('dispatcher/main.ts')}
+node flags: router ${nodeFlagsFor('router/main.ts', process.env).join(' ') || 'none'}, dispatcher ${nodeFlagsFor('dispatcher/main.ts', process.env).join(' ') || 'none'}
 events ${events} × ${subsPerTenant} subscriptions (${tenants} tenants) = ${expected} deliveries; received ${delivered}${failedAnswers ? `, ${failedAnswers} failed answers` : ''}
 throughput: ${perSecond.toFixed(0)} deliveries/s over ${seconds.toFixed(1)} s${fractionOfCeiling(perSecond, ceilingOf(loopback))}
 event-to-receipt latency: p50 ${percentile(sorted, 0.5)} ms, p99 ${percentile(sorted, 0.99)} ms, max ${sorted.at(-1)} ms
