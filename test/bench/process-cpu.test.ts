@@ -35,4 +35,11 @@ describe('bench CPU meter', () => {
       'cpu during the run (% of one core): cassandra 40 % (400 µs/delivery), router 10 % (100 µs/delivery); all 50 % (500 µs/delivery)',
     );
   });
+
+  it('names the unit of work it divides by', () => {
+    const line = formatCpu([{ name: 'gateway', seconds: 0.65, percentOfCore: 42 }], 1_000, 'validation');
+    expect(line).toBe(
+      'cpu during the run (% of one core): gateway 42 % (650 µs/validation); all 42 % (650 µs/validation)',
+    );
+  });
 });

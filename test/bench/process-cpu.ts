@@ -58,13 +58,11 @@ export class CpuMeter {
   }
 }
 
-/** One line: each process's share of a core and its CPU time per delivery, and the total. */
-export function formatCpu(shares: CpuShare[], deliveries: number): string {
-  const perDelivery = (seconds: number) => `${Math.round((seconds / Math.max(1, deliveries)) * 1e6)} µs`;
+/** One line: each process's share of a core and its CPU time per unit of work (a delivery, a validation), and the total. */
+export function formatCpu(shares: CpuShare[], units: number, unit = 'delivery'): string {
+  const perUnit = (seconds: number) => `${Math.round((seconds / Math.max(1, units)) * 1e6)} µs/${unit}`;
   const total = shares.reduce((sum, share) => sum + share.seconds, 0);
-  const parts = shares.map(
-    (share) => `${share.name} ${share.percentOfCore.toFixed(0)} % (${perDelivery(share.seconds)}/delivery)`,
-  );
+  const parts = shares.map((share) => `${share.name} ${share.percentOfCore.toFixed(0)} % (${perUnit(share.seconds)})`);
   const totalPercent = shares.reduce((sum, share) => sum + share.percentOfCore, 0);
-  return `cpu during the run (% of one core): ${parts.join(', ')}; all ${totalPercent.toFixed(0)} % (${perDelivery(total)}/delivery)`;
+  return `cpu during the run (% of one core): ${parts.join(', ')}; all ${totalPercent.toFixed(0)} % (${perUnit(total)})`;
 }

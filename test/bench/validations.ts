@@ -24,7 +24,8 @@ import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/ident
 import { buildServices } from '../../infra/build.ts';
 import { repoRoot, spawnService, waitForHttp } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
-import { ensureServers } from '../../infra/servers.ts';
+import { ensureServers, serverStatus } from '../../infra/servers.ts';
+import { CpuMeter, formatCpu } from './process-cpu.ts';
 import { apiClient, type PublishedEvent } from '../support/purchase.ts';
 
 const { values } = parseArgs({
@@ -46,11 +47,6 @@ const percentile = (sorted: number[], p: number) =>
 const summary = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
   return `p50 ${percentile(sorted, 0.5)} ms, p99 ${percentile(sorted, 0.99)} ms, max ${sorted.at(-1)} ms`;
-};
-/** CPU time (user + system) the process has used so far, in ms: what a validation costs, whatever else runs. */
-const cpuMs = (pid: number) => {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ = 100)
 };
 const rssMb = (pid: number) => {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
@@ -200,7 +196,18 @@ try {
   const answeredAt = new Map<string, number>();
   const failures = new Map<number, number>();
   const validated = new Set<string>();
-  const cpuBefore = cpuMs(gateway.child.pid!);
+  // Every process's CPU (the local servers when their pid files are ours): where a validation's cost goes.
+  const serverPids = new Map(
+    (await serverStatus(path.join(repoRoot, '.local'))).map((server) => [server.name, server.pid]),
+  );
+  const cpu = new CpuMeter({
+    gateway: gateway.child.pid,
+    cassandra: serverPids.get('cassandra'),
+    kafka: serverPids.get('kafka'),
+    registry: serverPids.get('apicurio'),
+    'bench (clients, consumer)': process.pid,
+  });
+  cpu.start();
   started = Date.now();
   await pool(created.length, concurrency, async (index) => {
     const { id, tenant } = created[index]!;
@@ -216,7 +223,7 @@ try {
   while (validatedIds.some((id) => !eventAt.has(id)) && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  const gatewayCpu = cpuMs(gateway.child.pid!) - cpuBefore;
+  const cpuLine = formatCpu(cpu.stop(), orders, 'validation');
   const withEvent = validatedIds.filter((id) => eventAt.has(id));
   const lastEvent = Math.max(...withEvent.map((id) => eventAt.get(id)!));
   const endToEndSeconds = (lastEvent - started) / 1000;
@@ -233,7 +240,7 @@ end to end (request sent → event read from the topic): ${(withEvent.length / e
 latency HTTP (request → 200): ${summary(http)}
 latency end to end (request → event): ${summary(endToEnd)}
 latency answer → event: ${summary(afterAnswer)} (answer → handed to Kafka: ${summary(toPublish)}; → read: ${summary(toRead)})
-gateway CPU from the first validation to the last event: ${(gatewayCpu / orders).toFixed(2)} ms per validation
+${cpuLine} (from the first validation to the last event)
 gateway RSS: ${rssMb(gateway.child.pid!).toFixed(0)} MB`);
 } finally {
   await consumer.disconnect();
