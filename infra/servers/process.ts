@@ -21,6 +21,16 @@ export interface Proc {
   exitReason(): string | undefined;
 }
 
+/**
+ * The command line that runs a launch. With a timer slack (on Linux), a shell sets its own and then becomes the JVM: the
+ * slack survives exec and every thread inherits it from the thread that starts it, and the pid stays the JVM's.
+ */
+export function launchCommand(java: string, launch: Launch): { command: string; args: string[] } {
+  if (launch.timerSlackNs === undefined || process.platform !== 'linux') return { command: java, args: launch.args };
+  const setSlack = `echo ${Math.round(launch.timerSlackNs)} > /proc/self/timerslack_ns; exec "$0" "$@"`;
+  return { command: '/bin/sh', args: ['-c', setSlack, java, ...launch.args] };
+}
+
 export async function spawnServer(name: string, java: string, launch: Launch, paths: Paths): Promise<Proc> {
   await fsp.mkdir(path.dirname(paths.log), { recursive: true });
   await fsp.mkdir(path.dirname(paths.pid), { recursive: true });
@@ -30,7 +40,8 @@ export async function spawnServer(name: string, java: string, launch: Launch, pa
   let exit: string | undefined;
   try {
     // detached: own process group, so a terminal's Ctrl-C does not reach it and stop() can signal the whole group.
-    const child = spawn(java, launch.args, { cwd: launch.cwd, detached: true, stdio: ['ignore', fd, fd] });
+    const { command, args } = launchCommand(java, launch);
+    const child = spawn(command, args, { cwd: launch.cwd, detached: true, stdio: ['ignore', fd, fd] });
     await new Promise<void>((resolve, reject) => {
       child.once('spawn', resolve);
       child.once('error', reject);

@@ -21,6 +21,11 @@ export interface Paths {
 export interface Launch {
   args: string[];
   cwd: string;
+  /**
+   * Timer slack of the JVM's threads, in ns (Linux; the kernel's default is 50,000): how late the kernel may end their
+   * timed sleeps, so how often a thread that sleeps in short steps wakes up. See cassandra.ts for why one asks for it.
+   */
+  timerSlackNs?: number;
 }
 
 export interface ServerDef {
