@@ -46,9 +46,9 @@ const CASSANDRA_JAVA17_FLAGS = [
  * Timer slack of Cassandra's threads (the kernel's default is 50 µs). Its request threads (the shared "SEP" pool) that
  * run out of work keep polling for more by sleeping 10 µs at a time, until about 10 ms pass without any:
  * at a moderate load that is tens of thousands of wake-ups a second. At 500 deliveries/s on this 2-core machine those
- * threads used about a third of a core, and Cassandra's CPU per delivery was twice its share at full speed. With 250 µs
- * of slack they wake up about five times less often: Cassandra's CPU per delivery at 500/s fell from 791-843 µs to
- * 425-460 µs, and the p99 from 26-38 ms to 18-25 ms (README). New work waits for a polling thread up to the slack.
+ * threads used about a third of a core. With 250 µs of slack they wake up about five times less often; new work may
+ * wait that long for one of them. Alternated over restarts, Cassandra's CPU per delivery at 500/s was 473-577 µs
+ * against 839-922 µs with the default, and 96-110 against 155-190 µs at full speed (README, "What to expect").
  */
 export const CASSANDRA_TIMER_SLACK_NS = 250_000;
 

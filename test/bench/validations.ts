@@ -58,13 +58,13 @@ const rssMb = (pid: number) => {
  * load, not the system measured, and it shares the machine with it: global fetch cost the bench about 0.6 ms of CPU
  * per validation, as much as the gateway itself.
  */
-const pools: Pool[] = [];
+const connectionPools: Pool[] = [];
 const client = (base: string, token: string) => {
-  const pool = new Pool(base, { connections: concurrency, pipelining: 1 });
-  pools.push(pool);
+  const connections = new Pool(base, { connections: concurrency, pipelining: 1 });
+  connectionPools.push(connections);
   const authorization = `Bearer ${token}`;
   return async (method: 'POST', path: string, body?: unknown) => {
-    const answer = await pool.request({
+    const answer = await connections.request({
       method,
       path,
       headers: body === undefined ? { authorization } : { authorization, 'content-type': 'application/json' },
@@ -263,7 +263,7 @@ ${cpuLine} (from the first validation to the last event)
 gateway RSS: ${rssMb(gateway.child.pid!).toFixed(0)} MB`);
 } finally {
   await consumer.disconnect();
-  await Promise.all(pools.map((pool) => pool.close()));
+  await Promise.all(connectionPools.map((connections) => connections.close()));
   await gateway.stop();
   await idp.close();
   await db.shutdown();
