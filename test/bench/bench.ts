@@ -34,11 +34,11 @@ import { topicNames } from '../../core/topics.ts';
 import { buildServices } from '../../infra/build.ts';
 import { nodeFlagsFor, repoRoot, spawnService, type ServiceRuntime } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
-import { ensureServers, serverStatus } from '../../infra/servers.ts';
+import { ensureServers } from '../../infra/servers.ts';
 import { eventPublisher } from '../support/events.ts';
 import { ceilingOf, formatCeiling, fractionOfCeiling, measureLoopbackCeiling } from './loopback-ceiling.ts';
 import { formatRuntime, formatStage, scrapeStages } from './stage-histograms.ts';
-import { CpuMeter, formatCpu } from './process-cpu.ts';
+import { CpuMeter, formatCpu, localServerPids } from './process-cpu.ts';
 
 const { values } = parseArgs({
   options: {
@@ -266,13 +266,8 @@ const warmScrapes = new Map<string, string | undefined>();
 const loopDelay = monitorEventLoopDelay({ resolution: 10 });
 const sampler = setInterval(() => memory.push(rssMb(dispatcher.child.pid!)), 500);
 // CPU of every process of the run (the local servers when their pid files are ours) while the deliveries flow.
-const serverPids = new Map(
-  (await serverStatus(path.join(repoRoot, '.local'))).map((server) => [server.name, server.pid]),
-);
 const cpu = new CpuMeter({
-  cassandra: serverPids.get('cassandra'),
-  kafka: serverPids.get('kafka'),
-  registry: serverPids.get('apicurio'),
+  ...(await localServerPids()),
   router: router.child.pid,
   dispatcher: dispatcher.child.pid,
   'bench (receiver, publisher)': process.pid,

@@ -1,5 +1,8 @@
 // Where the CPU of a bench run goes: each process's CPU time (user + system, from /proc) between two moments.
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { repoRoot } from '../../infra/processes.ts';
+import { serverStatus } from '../../infra/servers.ts';
 
 /** Clock ticks per second of /proc/<pid>/stat times (USER_HZ, 100 on Linux). */
 const TICKS_PER_SECOND = 100;
@@ -19,6 +22,12 @@ function cpuSecondsOf(pid: number): number | undefined {
   } catch {
     return undefined; // gone, or not on Linux
   }
+}
+
+/** The local servers' pids for a CpuMeter, by the names the benches print (when their pid files are this repo's). */
+export async function localServerPids(): Promise<Record<string, number | undefined>> {
+  const pids = new Map((await serverStatus(path.join(repoRoot, '.local'))).map((server) => [server.name, server.pid]));
+  return { cassandra: pids.get('cassandra'), kafka: pids.get('kafka'), registry: pids.get('apicurio') };
 }
 
 export interface CpuShare {

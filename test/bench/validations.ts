@@ -25,8 +25,8 @@ import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/ident
 import { buildServices } from '../../infra/build.ts';
 import { repoRoot, spawnService, waitForHttp } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
-import { ensureServers, serverStatus } from '../../infra/servers.ts';
-import { CpuMeter, formatCpu } from './process-cpu.ts';
+import { ensureServers } from '../../infra/servers.ts';
+import { CpuMeter, formatCpu, localServerPids } from './process-cpu.ts';
 import type { PublishedEvent } from '../support/purchase.ts';
 
 const { values } = parseArgs({
@@ -216,14 +216,9 @@ try {
   const failures = new Map<number, number>();
   const validated = new Set<string>();
   // Every process's CPU (the local servers when their pid files are ours): where a validation's cost goes.
-  const serverPids = new Map(
-    (await serverStatus(path.join(repoRoot, '.local'))).map((server) => [server.name, server.pid]),
-  );
   const cpu = new CpuMeter({
     gateway: gateway.child.pid,
-    cassandra: serverPids.get('cassandra'),
-    kafka: serverPids.get('kafka'),
-    registry: serverPids.get('apicurio'),
+    ...(await localServerPids()),
     'bench (clients, consumer)': process.pid,
   });
   cpu.start();
