@@ -1,6 +1,14 @@
+import { createRequire } from 'node:module';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
-import { ConsumerRunner, OffsetTracker, type ConsumedRecord, type ConsumerOptions, type Kafka } from './kafka.ts';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import {
+  ConsumerRunner,
+  KAFKA_RETRY,
+  OffsetTracker,
+  type ConsumedRecord,
+  type ConsumerOptions,
+  type Kafka,
+} from './kafka.ts';
 
 /** `commit: null` expects no commit; `mayRestate` also tolerates a commit of that (first unfinished) offset. */
 type Step = { begin?: string[]; finish?: string[]; commit: string | null; mayRestate?: string };
@@ -516,5 +524,34 @@ describe('ConsumerRunner when a handler fails', () => {
     await runner.commit();
     expect(fake.committed.get(0)).toBe(1n);
     await runner.stop();
+  });
+});
+
+describe('KAFKA_RETRY, as kafkajs applies it', () => {
+  // kafkajs's own retrier (it has no typings for this module): the one its connections, consumers and admin use.
+  type Retrier = (options: typeof KAFKA_RETRY) => (fn: () => Promise<never>) => Promise<never>;
+  const createRetry = createRequire(import.meta.url)('kafkajs/src/retry/index.js') as Retrier;
+
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('tries a refused connection again within 5 s each time, for about 30 s, then gives up', async () => {
+    vi.useFakeTimers();
+    const start = Date.now();
+    const tries: number[] = [];
+    const outcome = createRetry(KAFKA_RETRY)(async () => {
+      tries.push(Date.now() - start);
+      throw new Error('connect ECONNREFUSED 127.0.0.1:9092');
+    }).catch((error: unknown) => error);
+    await vi.runAllTimersAsync();
+
+    expect((await outcome) as Error).toMatchObject({ name: 'KafkaJSNumberOfRetriesExceeded' });
+    expect(tries).toHaveLength(KAFKA_RETRY.retries + 1);
+    const gaps = tries.slice(1).map((at, index) => at - tries[index]!);
+    // kafkajs's default ceiling of 30 s left a consumer asleep for up to 25 s after a restarted broker was back.
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(5_000);
+    expect(gaps[0]).toBeLessThan(300);
+    expect(tries.at(-1)).toBeGreaterThan(25_000);
   });
 });
