@@ -32,7 +32,7 @@ describe('operator console routes', () => {
     app = await buildGateway({
       logger: pino({ level: 'silent' }),
       verifier: { verify: async () => ({ clientId: 'c', tenantId: 't', subject: 'c@clients' }) },
-      integrators: { tenantOf: async () => undefined },
+      integrators: { registrationOf: async () => undefined },
       readiness: [],
       console: { root, tokenUrl: TOKEN_URL, audience: 'core-api', dispatcher: agent },
     });

@@ -66,7 +66,7 @@ async function gateway(enqueue: (record: DeliveryRecord) => Promise<void>) {
   const app = await buildGateway({
     logger: pino({ level: 'silent' }),
     verifier: { verify: async () => ({ clientId: 'client', tenantId: TENANT, subject: 'client@clients' }) },
-    integrators: { tenantOf: async () => TENANT },
+    integrators: { registrationOf: async () => ({ tenantId: TENANT, access: 'read-write' }) },
     webhook: options,
     readiness: [],
   });

@@ -1,7 +1,7 @@
 /**
  * Operator CLI: `npm run admin -- <command>`, JSON on stdout (DESIGN.md §6).
  *   clients create --tenant <t> [--client-id <id>] [--client-secret <s>]
- *   integrators register --api webhook|purchase --client-id <id> --tenant <t>
+ *   integrators register --api webhook|purchase --client-id <id> --tenant <t> [--access read|read-write]
  *   integrators revoke --api webhook|purchase --client-id <id>
  *   integrators list
  *   migrate | topics apply | schemas register
@@ -10,7 +10,13 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { connectCassandra } from '../core/cassandra.ts';
 import { loadConfig, type Config } from '../core/config.ts';
-import { API_NAMES, IntegratorStore, type ApiName } from '../core/integrators/integrator-store.ts';
+import {
+  ACCESS_LEVELS,
+  API_NAMES,
+  IntegratorStore,
+  type Access,
+  type ApiName,
+} from '../core/integrators/integrator-store.ts';
 import { createLogger } from '../core/log.ts';
 import { ClientStore } from './client-store.ts';
 import { applyMigrations, applyTopicLayout, registerSchemas } from './provision.ts';
@@ -19,7 +25,7 @@ class UsageError extends Error {}
 
 const USAGE = `usage: npm run admin -- <command>
   clients create --tenant <t> [--client-id <id>] [--client-secret <s>]
-  integrators register --api webhook|purchase --client-id <id> --tenant <t>
+  integrators register --api webhook|purchase --client-id <id> --tenant <t> [--access read|read-write]
   integrators revoke --api webhook|purchase --client-id <id>
   integrators list
   migrate
@@ -47,6 +53,15 @@ function apiOf(values: Record<string, string | undefined>): ApiName {
   return api as ApiName;
 }
 
+/** `--access`: what the integrator may do on the API; read-write when not given. */
+function accessOf(values: Record<string, string | undefined>): Access {
+  const access = values.access ?? 'read-write';
+  if (!ACCESS_LEVELS.includes(access as Access)) {
+    throw new UsageError(`--access must be one of ${ACCESS_LEVELS.join(', ')}`);
+  }
+  return access as Access;
+}
+
 export async function runAdmin(argv: string[], config: Config): Promise<unknown> {
   const { positionals, values } = parseArgs({
     args: argv,
@@ -56,6 +71,7 @@ export async function runAdmin(argv: string[], config: Config): Promise<unknown>
       'client-id': { type: 'string' },
       'client-secret': { type: 'string' },
       api: { type: 'string' },
+      access: { type: 'string' },
     },
   });
   const command = positionals.join(' ');
@@ -72,8 +88,9 @@ export async function runAdmin(argv: string[], config: Config): Promise<unknown>
       const api = apiOf(values);
       const clientId = required(values, 'client-id');
       const tenantId = required(values, 'tenant');
-      await withDb(config, (db) => new IntegratorStore(db).register(api, clientId, tenantId));
-      return { api, client_id: clientId, tenant_id: tenantId, registered: true };
+      const access = accessOf(values);
+      await withDb(config, (db) => new IntegratorStore(db).register(api, clientId, tenantId, access));
+      return { api, client_id: clientId, tenant_id: tenantId, access, registered: true };
     }
     case 'integrators revoke': {
       const api = apiOf(values);
@@ -87,6 +104,7 @@ export async function runAdmin(argv: string[], config: Config): Promise<unknown>
           api: entry.api,
           client_id: entry.clientId,
           tenant_id: entry.tenantId,
+          access: entry.access,
           registered_at: entry.registeredAt.toISOString(),
         })),
       };

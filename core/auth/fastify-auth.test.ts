@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/identity-provider.ts';
+import type { Registration as IntegratorRegistration } from '../integrators/integrator-store.ts';
 import { authPlugin, type AuthPluginOptions, type IntegratorDirectory } from './fastify-auth.ts';
 import { AuthError, createTokenVerifier, type AuthSettings } from './verifier.ts';
 
@@ -53,13 +54,14 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** A directory over a mutable map, counting lookups. */
-function directory(registrations: Record<string, string>) {
+/** A directory over a mutable map of `api:client` to its tenant (read-write) or registration, counting lookups. */
+function directory(registrations: Record<string, string | IntegratorRegistration>) {
   const calls: string[] = [];
   const integrators: IntegratorDirectory = {
-    async tenantOf(api, clientId) {
+    async registrationOf(api, clientId) {
       calls.push(`${api}:${clientId}`);
-      return registrations[`${api}:${clientId}`];
+      const registration = registrations[`${api}:${clientId}`];
+      return typeof registration === 'string' ? { tenantId: registration, access: 'read-write' } : registration;
     },
   };
   return { integrators, calls, registrations };
@@ -77,6 +79,9 @@ async function buildApp(integrators: IntegratorDirectory, extra: Partial<AuthPlu
         ...extra,
       });
       api.get('/me', async (request) => request.principal);
+      for (const method of ['POST', 'PUT', 'PATCH', 'DELETE'] as const) {
+        api.route({ method, url: '/things', handler: async (request) => ({ changedBy: request.principal.clientId }) });
+      }
       api.register(async (nested) => {
         nested.get('/nested', async (request) => request.principal);
       });
@@ -160,6 +165,41 @@ describe('authPlugin', () => {
     expect(response.json()).toMatchObject({ status: 403, detail: expect.stringContaining('tenant-b') });
   });
 
+  it('lets a read-only integrator read (GET, HEAD) and answers 403 to every method that changes something', async () => {
+    const { integrators } = directory({ 'webhook:client-a': { tenantId: 'tenant-a', access: 'read' } });
+    const app = await buildApp(integrators);
+    expect((await app.inject({ method: 'GET', url: '/api/me', headers: bearer('client-a') })).statusCode).toBe(200);
+    expect((await app.inject({ method: 'HEAD', url: '/api/me', headers: bearer('client-a') })).statusCode).toBe(200);
+    for (const method of ['POST', 'PUT', 'PATCH', 'DELETE'] as const) {
+      const response = await app.inject({ method, url: '/api/things', headers: bearer('client-a'), payload: {} });
+      expect(response.statusCode, method).toBe(403);
+      expect(response.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(response.json()).toEqual({
+        type: 'about:blank',
+        title: 'Forbidden',
+        status: 403,
+        detail: `client client-a is registered read-only on the webhook API: ${method} needs read-write access`,
+      });
+    }
+  });
+
+  it('lets a read-write integrator change things', async () => {
+    const { integrators } = directory({ 'webhook:client-a': { tenantId: 'tenant-a', access: 'read-write' } });
+    const app = await buildApp(integrators);
+    for (const method of ['POST', 'PUT', 'PATCH', 'DELETE'] as const) {
+      const response = await app.inject({ method, url: '/api/things', headers: bearer('client-a'), payload: {} });
+      expect(response.statusCode, method).toBe(200);
+      expect(response.json()).toEqual({ changedBy: 'client-a' });
+    }
+  });
+
+  it('checks the tenant before the access level: a read-only client of another tenant is told so', async () => {
+    const app = await buildApp(directory({ 'webhook:client-b': { tenantId: 'tenant-a', access: 'read' } }).integrators);
+    const response = await app.inject({ method: 'POST', url: '/api/things', headers: bearer('client-b') });
+    expect(response.statusCode).toBe(403);
+    expect(response.json()).toMatchObject({ detail: expect.stringContaining('not registered to tenant tenant-b') });
+  });
+
   it('caches lookups briefly, so a revoke takes effect within the TTL', async () => {
     let clock = 0;
     const { integrators, calls, registrations } = directory({ 'webhook:client-a': 'tenant-a' });
@@ -204,10 +244,10 @@ describe('authPlugin', () => {
     let fail = true;
     let lookups = 0;
     const app = await buildApp({
-      async tenantOf() {
+      async registrationOf() {
         lookups += 1;
         if (fail) throw new Error('store down');
-        return 'tenant-a';
+        return { tenantId: 'tenant-a', access: 'read-write' };
       },
     });
     expect((await app.inject({ url: '/api/me', headers: bearer('client-a') })).statusCode).toBe(500);

@@ -1,14 +1,16 @@
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
+import type { ApiName, Registration as IntegratorRegistration } from '../integrators/integrator-store.ts';
 import { AuthError, type Principal } from './verifier.ts';
 
-type ApiName = 'webhook' | 'purchase';
-
-/** Which tenant a client is registered to as an integrator, per API. */
+/** Which tenant a client is registered to as an integrator, per API, and with what access. */
 export interface IntegratorDirectory {
-  /** tenant the client is registered to for this API, or undefined */
-  tenantOf(api: ApiName, clientId: string): Promise<string | undefined>;
+  /** the client's registration on this API, or undefined */
+  registrationOf(api: ApiName, clientId: string): Promise<IntegratorRegistration | undefined>;
 }
+
+/** Methods that only read: all a read-only integrator may use. */
+const READING_METHODS = new Set(['GET', 'HEAD']);
 
 export interface AuthPluginOptions {
   api: ApiName;
@@ -31,10 +33,12 @@ declare module 'fastify' {
 /**
  * Authenticates every request of the encapsulation context it is registered in (fastify-plugin lifts the hook into
  * that context, so register it inside the API's prefix plugin): 401 without a valid token, 403 when the token's
- * client is not an integrator of this API for the token's tenant (spec, Authentication 6).
+ * client is not an integrator of this API for the token's tenant (spec, Authentication 6), and when a client
+ * registered read-only calls an operation that changes something (spec, status codes: the token lacks the required
+ * permissions).
  */
 const auth: FastifyPluginAsync<AuthPluginOptions> = async (app, opts) => {
-  const tenantOf = cachedLookup(opts);
+  const registrationOf = cachedLookup(opts);
   if (!app.hasRequestDecorator('principal')) app.decorateRequest('principal', null as unknown as Principal);
 
   app.addHook('onRequest', async (request, reply) => {
@@ -48,13 +52,19 @@ const auth: FastifyPluginAsync<AuthPluginOptions> = async (app, opts) => {
       const challenge = error.code === 'TOKEN_MISSING' ? 'Bearer' : 'Bearer error="invalid_token"';
       return sendProblem(reply.header('www-authenticate', challenge), 401, 'Unauthorized', error.message);
     }
-    const registeredTenant = await tenantOf(principal.clientId);
-    if (registeredTenant === undefined) {
+    const registration = await registrationOf(principal.clientId);
+    if (registration === undefined) {
       const detail = `client ${principal.clientId} is not registered as an integrator of the ${opts.api} API`;
       return sendProblem(reply, 403, 'Forbidden', detail);
     }
-    if (registeredTenant !== principal.tenantId) {
+    if (registration.tenantId !== principal.tenantId) {
       const detail = `client ${principal.clientId} is not registered to tenant ${principal.tenantId} on the ${opts.api} API`;
+      return sendProblem(reply, 403, 'Forbidden', detail);
+    }
+    if (registration.access === 'read' && !READING_METHODS.has(request.method)) {
+      const detail =
+        `client ${principal.clientId} is registered read-only on the ${opts.api} API: ` +
+        `${request.method} needs read-write access`;
       return sendProblem(reply, 403, 'Forbidden', detail);
     }
     request.principal = principal;
@@ -71,26 +81,26 @@ function sendProblem(reply: FastifyReply, status: 401 | 403, title: string, deta
 }
 
 /** A short-lived, bounded cache in front of the directory; concurrent lookups of one client share one call. */
-function cachedLookup(opts: AuthPluginOptions): (clientId: string) => Promise<string | undefined> {
+function cachedLookup(opts: AuthPluginOptions): (clientId: string) => Promise<IntegratorRegistration | undefined> {
   const ttl = opts.integratorCacheTtlMs ?? 5_000;
   const maxSize = opts.integratorCacheSize ?? 10_000;
   const now = opts.now ?? Date.now;
-  const entries = new Map<string, { expiresAt: number; tenant: Promise<string | undefined> }>();
+  const entries = new Map<string, { expiresAt: number; registration: Promise<IntegratorRegistration | undefined> }>();
 
   return (clientId) => {
     const at = now();
     const hit = entries.get(clientId);
-    if (hit && hit.expiresAt > at) return hit.tenant;
+    if (hit && hit.expiresAt > at) return hit.registration;
     entries.delete(clientId);
     // Entries share one TTL, so the first in insertion order is the one closest to expiry.
     if (entries.size >= maxSize) entries.delete(entries.keys().next().value as string);
-    const tenant = opts.integrators.tenantOf(opts.api, clientId);
-    const entry = { expiresAt: at + ttl, tenant };
+    const registration = opts.integrators.registrationOf(opts.api, clientId);
+    const entry = { expiresAt: at + ttl, registration };
     entries.set(clientId, entry);
     // A failed lookup is not remembered: the next request asks the directory again.
-    tenant.catch(() => {
+    registration.catch(() => {
       if (entries.get(clientId) === entry) entries.delete(clientId);
     });
-    return tenant;
+    return registration;
   };
 }

@@ -46,7 +46,7 @@ export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 413 | 415 | 431 | 503;
 const ERROR_DESCRIPTIONS: Record<ErrorStatus, string> = {
   400: 'Invalid request: a parameter or the body breaks a documented rule (`errors` names each field), or the body is not JSON.',
   401: 'No valid bearer token.',
-  403: 'The token is valid, but its client is not registered as an integrator of this API for the token tenant.',
+  403: 'The token is valid, but its client is not registered as an integrator of this API for the token tenant, or is registered read-only and the operation changes something.',
   404: 'No such resource for the caller tenant (ids of other tenants answer 404 too).',
   409: 'The request conflicts with the current state of the resource.',
   413: 'The body is larger than this operation accepts.',

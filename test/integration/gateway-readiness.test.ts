@@ -131,7 +131,7 @@ describe('gateway readiness waits for the event-type catalogue', () => {
     const app = await buildGateway({
       logger: createLogger('readiness-test', 'error'),
       verifier: createTokenVerifier(config.auth),
-      integrators: { tenantOf: async () => undefined },
+      integrators: { registrationOf: async () => undefined },
       webhook: { catalogue, rules: {}, subscriptions: unused, deliveries: unused } as unknown as GatewayDeps['webhook'],
       readiness: [
         { name: 'cassandra', ready: () => true },

@@ -4,7 +4,9 @@ import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { connectCassandra } from '../../core/cassandra.ts';
 import { loadConfig, type Config } from '../../core/config.ts';
+import { IntegratorStore } from '../../core/integrators/integrator-store.ts';
 import { createKafka } from '../../core/kafka.ts';
 import { createLogger } from '../../core/log.ts';
 import { topicLayout, topicNames } from '../../core/topics.ts';
@@ -123,6 +125,51 @@ describe('operator CLI', () => {
     });
     const after = (await runAdmin(['integrators', 'list'], config())) as { items: Record<string, string>[] };
     expect(after.items.some((item) => item.client_id === clientId)).toBe(false);
+  });
+
+  it('registers an integrator read-only with --access read, read-write without it', async () => {
+    const reader = `reader-${Date.now()}`;
+    const writer = `writer-${Date.now()}`;
+    expect(
+      await runAdmin(
+        ['integrators', 'register', '--api', 'webhook', '--client-id', reader, '--tenant', 'acme', '--access', 'read'],
+        config(),
+      ),
+    ).toEqual({ api: 'webhook', client_id: reader, tenant_id: 'acme', access: 'read', registered: true });
+    await runAdmin(
+      ['integrators', 'register', '--api', 'webhook', '--client-id', writer, '--tenant', 'acme'],
+      config(),
+    );
+    const list = (await runAdmin(['integrators', 'list'], config())) as { items: Record<string, string>[] };
+    expect(list.items).toContainEqual(expect.objectContaining({ client_id: reader, access: 'read' }));
+    expect(list.items).toContainEqual(expect.objectContaining({ client_id: writer, access: 'read-write' }));
+    await expect(
+      runAdmin(
+        ['integrators', 'register', '--api', 'webhook', '--client-id', reader, '--tenant', 'acme', '--access', 'admin'],
+        config(),
+      ),
+    ).rejects.toThrow(/--access must be one of read, read-write/);
+  });
+
+  it('reads a registration made before access levels (no access column value) as read-write', async () => {
+    const db = await connectCassandra(config());
+    try {
+      const legacy = `legacy-${Date.now()}`;
+      // The row as 001-initial.cql's code wrote it: no access.
+      await db.execute('INSERT INTO integrators (api, client_id, tenant_id, registered_at) VALUES (?, ?, ?, ?)', [
+        'webhook',
+        legacy,
+        'acme',
+        new Date(),
+      ]);
+      const store = new IntegratorStore(db);
+      expect(await store.registrationOf('webhook', legacy)).toEqual({ tenantId: 'acme', access: 'read-write' });
+      expect(await store.registrationOf('purchase', legacy)).toBeUndefined();
+      await store.register('webhook', legacy, 'acme', 'read');
+      expect(await store.registrationOf('webhook', legacy)).toEqual({ tenantId: 'acme', access: 'read' });
+    } finally {
+      await db.shutdown();
+    }
   });
 
   it('rejects bad usage with a message naming what is wrong', async () => {

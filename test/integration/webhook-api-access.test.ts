@@ -256,6 +256,37 @@ describe('webhook API: access', () => {
       expect(await snapshot()).toEqual(before);
     });
 
+    it('lets a client registered read-only read every resource and answers 403 to every change, changing nothing', async () => {
+      const client = await api.idp.client(tenant, []);
+      await api.idp.integrators.register('webhook', client.clientId, tenant, 'read');
+      const reader = await api.idp.token(client);
+      const before = await snapshot();
+      for (const [method, path, body] of operations(owned.id, ownedDelivery.id)) {
+        const answer = await hooks(method, path, reader, body);
+        if (method === 'GET') {
+          expect(answer.status, `${method} ${path}: ${answer.text}`).toBe(200);
+        } else {
+          const problem = expectProblem(answer, 403);
+          expect(problem.detail).toBe(
+            `client ${client.clientId} is registered read-only on the webhook API: ${method} needs read-write access`,
+          );
+        }
+      }
+      expect(await snapshot()).toEqual(before);
+      // Registering it again read-write (the default) gives it every operation; the gateway's cache holds 5 s at most.
+      await api.idp.integrators.register('webhook', client.clientId, tenant);
+      await expect
+        .poll(
+          async () =>
+            (await hooks('PATCH', `/Subscriptions/${owned.id}`, reader, { description: 'by the reader' })).status,
+          {
+            timeout: 10_000,
+            interval: 500,
+          },
+        )
+        .toBe(200);
+    });
+
     it('answers a client registered only on the webhook API with 403 on the purchase API', async () => {
       const webhookOnly = await api.tokenFor(tenant, ['webhook']);
       expectProblem(await call(api.base, 'GET', '/CorePurchase/REST/Items', { token: webhookOnly }), 403);
