@@ -54,7 +54,7 @@ function apiOf(values: Record<string, string | undefined>): ApiName {
 }
 
 /** `--access`: what the integrator may do on the API; read-write when not given. */
-function accessOf(values: Record<string, string | undefined>): Access {
+function accessOption(values: Record<string, string | undefined>): Access {
   const access = values.access ?? 'read-write';
   if (!ACCESS_LEVELS.includes(access as Access)) {
     throw new UsageError(`--access must be one of ${ACCESS_LEVELS.join(', ')}`);
@@ -88,7 +88,7 @@ export async function runAdmin(argv: string[], config: Config): Promise<unknown>
       const api = apiOf(values);
       const clientId = required(values, 'client-id');
       const tenantId = required(values, 'tenant');
-      const access = accessOf(values);
+      const access = accessOption(values);
       await withDb(config, (db) => new IntegratorStore(db).register(api, clientId, tenantId, access));
       return { api, client_id: clientId, tenant_id: tenantId, access, registered: true };
     }

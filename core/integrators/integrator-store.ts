@@ -40,7 +40,7 @@ export class IntegratorStore {
     return existed;
   }
 
-  async list(): Promise<{ api: ApiName; clientId: string; tenantId: string; access: Access; registeredAt: Date }[]> {
+  async list(): Promise<(Registration & { api: ApiName; clientId: string; registeredAt: Date })[]> {
     const lists = await Promise.all(
       API_NAMES.map((api) => this.db.execute('SELECT * FROM integrators WHERE api = ?', [api])),
     );
