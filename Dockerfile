@@ -7,7 +7,7 @@
 #   docker run core-webhooks dist/infra/admin.js migrate   # operator CLI (migrate | topics apply | schemas register)
 # Configuration comes from the environment only (README "Operating it", DESIGN.md §4 and §9).
 
-ARG NODE_IMAGE=node:20-slim
+ARG NODE_IMAGE=node:24-slim
 
 # Compiles TypeScript to dist/ with every dependency the build needs.
 FROM ${NODE_IMAGE} AS build

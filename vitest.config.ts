@@ -1,7 +1,9 @@
 import { defineConfig } from 'vitest/config';
 
-// Three tiers: unit tests sit next to the code and touch no network; integration and end-to-end tests run against
-// real Kafka, Cassandra and schema registry, started (or reused) once by the global setup.
+// Four tiers: unit tests sit next to the code and touch no network; integration and end-to-end tests run against
+// real Kafka, Cassandra and schema registry, started (or reused) once by the global setup; deploy checks the Helm
+// chart, the Dockerfile and the alerting rules with Go-built validators (helm, kubeconform, promtool), which compile
+// on a new machine's first run: it runs after the others, which `npm test` overlaps with that build.
 export default defineConfig({
   test: {
     projects: [
@@ -13,6 +15,14 @@ export default defineConfig({
             'test/bench/**/*.test.ts',
             'sdk/**/*.test.ts',
           ],
+          exclude: ['infra/deploy/**', 'infra/monitoring/**', '**/node_modules/**'],
+        },
+      },
+      {
+        test: {
+          name: 'deploy',
+          include: ['infra/deploy/**/*.test.ts', 'infra/monitoring/**/*.test.ts'],
+          sequence: { groupOrder: 2 },
         },
       },
       {
@@ -23,6 +33,7 @@ export default defineConfig({
           testTimeout: 60_000,
           hookTimeout: 240_000,
           fileParallelism: false,
+          sequence: { groupOrder: 1 },
         },
       },
       {
@@ -33,6 +44,7 @@ export default defineConfig({
           testTimeout: 120_000,
           hookTimeout: 240_000,
           fileParallelism: false,
+          sequence: { groupOrder: 1 },
         },
       },
     ],

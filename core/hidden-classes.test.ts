@@ -10,7 +10,7 @@ import { repoRoot } from '../infra/processes.ts';
  * dispatcher then missed V8's inline caches (a runtime call each), and each record left a map behind in the old space.
  */
 describe('hidden classes of the per-delivery objects', () => {
-  it('stay the same from one event or delivery to the next, where spreading and extending changes them each time', async () => {
+  it('stay the same from one event or delivery to the next, where a field added to some objects only changes them', async () => {
     const { stdout } = await promisify(execFile)(
       process.execPath,
       ['--allow-natives-syntax', '--import', 'tsx', path.join(repoRoot, 'test/support/hidden-class-probe.ts')],
@@ -21,6 +21,6 @@ describe('hidden classes of the per-delivery objects', () => {
     expect(counts.fromDeliveryMessage).toBeLessThanOrEqual(4);
     expect(counts.storedEvent).toBeLessThanOrEqual(4);
     expect(counts.envelopeFields).toBeLessThanOrEqual(4);
-    expect(counts.spreadThenExtend).toBeGreaterThan(rounds / 2);
+    expect(counts.extendedSometimes).toBeGreaterThan(rounds / 2);
   });
 });

@@ -34,6 +34,10 @@ export function createGuardedAgent(allowed: Cidr[], connectTimeoutMs: number, co
     });
   };
   return new Agent({
+    // HTTP/1.1 only: undici 8 negotiates HTTP/2 with servers that offer it, where one connection multiplexes up to 100
+    // streams. The per-origin bound below counts connections as requests in flight, and the failure codes we classify
+    // are HTTP/1's; HTTP/2 toward subscribers is a change of its own, with its own tests.
+    allowH2: false,
     connect: { lookup, timeout: connectTimeoutMs },
     keepAliveTimeout: 30_000,
     connections: connectionsPerOrigin,

@@ -161,6 +161,7 @@ async function ensureOne(def: ServerDef, root: string, tools: Tools, progress: P
       throw new Error(
         `${def.name}: port ${def.port} is taken by something that is not a healthy ${def.name} ` +
           `(${errorMessage(err)}). Stop it, or set ${def.portVar} (or ${def.envVar}) to use another.`,
+        { cause: err },
       );
     }
     progress(`${def.name}: reusing ${def.address} (checked in ${secondsSince(t0)})`);

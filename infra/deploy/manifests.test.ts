@@ -282,4 +282,17 @@ describe('Dockerfile', () => {
     const ignored = (await readFile(path.join(repoRoot, '.dockerignore'), 'utf8')).split('\n');
     for (const entry of ['.git', '.local', 'node_modules', 'dist']) expect(ignored).toContain(entry);
   });
+
+  it('runs the Node release that .nvmrc, .node-version, CI and package.json name', async () => {
+    const read = async (file: string) => (await readFile(path.join(repoRoot, file), 'utf8')).trim();
+    const major = await read('.nvmrc');
+    const version = await read('.node-version');
+    expect(version.split('.')[0]).toBe(major);
+    expect(await read('Dockerfile')).toMatch(new RegExp(`^ARG NODE_IMAGE=node:${major}-slim$`, 'm'));
+    // CI (through infra/use-node.sh) installs exactly the version .node-version names.
+    expect(await read('infra/use-node.sh')).toContain(`CORE_NODE_VERSION=${version}\n`);
+    expect(await read('.ci/run')).toContain('. infra/use-node.sh');
+    const engines = (JSON.parse(await read('package.json')) as { engines: { node: string } }).engines.node;
+    expect(engines).toMatch(new RegExp(`>=${major}\\.\\d+\\.\\d+`));
+  });
 });

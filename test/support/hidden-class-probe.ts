@@ -92,7 +92,13 @@ const counts = {
     return storedEvent(event, event.payload);
   }),
   envelopeFields: mapChanges((round) => envelopeFields(storedEvent(decodedEvent(round), null), `sub-${round % 3}`)),
-  // The pattern these replace, measured the same way: the probe must see what it is there to catch.
-  spreadThenExtend: mapChanges((round) => ({ ...decodedEvent(round), subscriptionId: `sub-${round % 3}` })),
+  // A pattern that changes the class (a field added to some objects only), measured the same way: the probe must see
+  // what it is there to catch. (The spread-then-extend these builders replaced changed it every time in Node 20's V8,
+  // and no longer does in Node 24's.)
+  extendedSometimes: mapChanges((round) => {
+    const event: Record<string, unknown> = { ...decodedEvent(round) };
+    if (round % 2 === 0) event.subscriptionId = `sub-${round % 3}`;
+    return event;
+  }),
 };
 console.log(JSON.stringify({ rounds: ROUNDS, counts }));

@@ -7,6 +7,21 @@ import { repoRoot } from '../../infra/processes.ts';
 import { testServers } from './servers.ts';
 
 const started = Date.now();
+const args = process.argv.slice(2);
+// The deploy project's Go-built validators compile in the background (at low priority) while the servers start and
+// the other projects run; the deploy project runs last and waits for them (infra/deploy/validators.ts' lock).
+const validators =
+  args.length === 0 || args.includes('deploy')
+    ? spawn('nice', ['-n', '10', 'npx', 'tsx', 'infra/deploy/prepare-validators.ts'], {
+        cwd: repoRoot,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+    : undefined;
+for (const stream of [validators?.stdout, validators?.stderr]) {
+  stream?.on('data', (chunk: Buffer) => {
+    for (const line of chunk.toString().trimEnd().split('\n')) console.log(`[validators] ${line}`);
+  });
+}
 const servers = await testServers((line) => console.log(`[servers] ${line}`));
 // One report per run: two runs at once on one machine must not read (or delete) each other's.
 const report = path.join(repoRoot, '.local', `vitest-report-${process.pid}.json`);
@@ -18,18 +33,13 @@ const env = {
   CASSANDRA_LOCAL_DC: servers.cassandraLocalDc,
   SCHEMA_REGISTRY_URL: servers.schemaRegistryUrl,
 };
-const args = [
-  'vitest',
-  'run',
-  '--reporter=default',
-  '--reporter=json',
-  `--outputFile.json=${report}`,
-  ...process.argv.slice(2),
-];
+const vitestArgs = ['vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...args];
 const code = await new Promise<number>((resolve) => {
-  const child = spawn('npx', args, { cwd: repoRoot, env, stdio: 'inherit' });
+  const child = spawn('npx', vitestArgs, { cwd: repoRoot, env, stdio: 'inherit' });
   child.on('exit', (exitCode) => resolve(exitCode ?? 1));
 });
+// Still building only if the deploy project did not run (a filtered run): its cache lock frees with it.
+if (validators && validators.exitCode === null) validators.kill();
 await servers.stop();
 let summary = 'no test report was written';
 try {
