@@ -17,8 +17,12 @@ import {
   type IHeaders,
   type LogEntry,
 } from 'kafkajs';
+import { patchRequestQueue } from './kafkajs-request-queue.ts';
 import type { Logger } from './log.ts';
 import type { ConsumerMetrics } from './metrics.ts';
+
+// Before any kafkajs client connects: its idle connections otherwise poll every millisecond.
+patchRequestQueue();
 
 /** A record read from Kafka, as handlers see it. */
 export interface ConsumedRecord {
