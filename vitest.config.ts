@@ -3,7 +3,9 @@ import { defineConfig } from 'vitest/config';
 // Four tiers: unit tests sit next to the code and touch no network; integration and end-to-end tests run against
 // real Kafka, Cassandra and schema registry, started (or reused) once by the global setup; deploy checks the Helm
 // chart, the Dockerfile and the alerting rules with Go-built validators (helm, kubeconform, promtool), which compile
-// on a new machine's first run: it runs after the others, which `npm test` overlaps with that build.
+// on a new machine's first run: it runs after the others, which `npm test` overlaps with that build. Each project has
+// its own sequence.groupOrder, run in that order: without one, a project of one worker (unit, on 2 cores) would run
+// after every numbered group.
 export default defineConfig({
   test: {
     projects: [
@@ -15,6 +17,7 @@ export default defineConfig({
             'test/bench/**/*.test.ts',
             'sdk/**/*.test.ts',
           ],
+          sequence: { groupOrder: 1 },
           exclude: ['infra/deploy/**', 'infra/monitoring/**', '**/node_modules/**'],
         },
       },
@@ -22,7 +25,7 @@ export default defineConfig({
         test: {
           name: 'deploy',
           include: ['infra/deploy/**/*.test.ts', 'infra/monitoring/**/*.test.ts'],
-          sequence: { groupOrder: 2 },
+          sequence: { groupOrder: 3 },
         },
       },
       {
@@ -33,7 +36,7 @@ export default defineConfig({
           testTimeout: 60_000,
           hookTimeout: 240_000,
           fileParallelism: false,
-          sequence: { groupOrder: 1 },
+          sequence: { groupOrder: 2 },
         },
       },
       {
@@ -44,7 +47,7 @@ export default defineConfig({
           testTimeout: 120_000,
           hookTimeout: 240_000,
           fileParallelism: false,
-          sequence: { groupOrder: 1 },
+          sequence: { groupOrder: 2 },
         },
       },
     ],

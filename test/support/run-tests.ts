@@ -1,18 +1,21 @@
 // `npm test` after the static checks: starts (or reuses) the local servers once for every test project, runs
 // vitest, stops what it started, and ends with the plain "N passed, N failed" line CI reads.
 import { spawn } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { repoRoot } from '../../infra/processes.ts';
 import { testServers } from './servers.ts';
 
 const started = Date.now();
 const args = process.argv.slice(2);
-// The deploy project's Go-built validators compile in the background (at low priority) while the servers start and
-// the other projects run; the deploy project runs last and waits for them (infra/deploy/validators.ts' lock).
+// The deploy project's Go-built validators compile in the background while the servers start and the other projects
+// run; the deploy project runs last and waits for them (infra/deploy/validators.ts' lock). The build runs as SCHED_IDLE
+// (where chrt exists), so it takes only CPU time nothing else wants: at nice 10 its compiles still slowed the first
+// end-to-end tests past their UI deadlines on a 2-core machine.
+const lowest = existsSync('/usr/bin/chrt') ? ['chrt', '--idle', '0', 'nice', '-n', '19'] : ['nice', '-n', '19'];
 const validators =
   args.length === 0 || args.includes('deploy')
-    ? spawn('nice', ['-n', '10', 'npx', 'tsx', 'infra/deploy/prepare-validators.ts'], {
+    ? spawn(lowest[0]!, [...lowest.slice(1), 'npx', 'tsx', 'infra/deploy/prepare-validators.ts'], {
         cwd: repoRoot,
         stdio: ['ignore', 'pipe', 'pipe'],
       })
