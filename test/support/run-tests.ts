@@ -10,8 +10,8 @@ const started = Date.now();
 const args = process.argv.slice(2);
 // The deploy project's Go-built validators compile in the background while the servers start and the other projects
 // run; the deploy project runs last and waits for them (infra/deploy/validators.ts' lock). The build runs as SCHED_IDLE
-// (where chrt exists), so it takes only CPU time nothing else wants: at nice 10 its compiles still slowed the first
-// end-to-end tests past their UI deadlines on a 2-core machine.
+// (where chrt exists), so it takes only CPU time nothing else wants: the tests keep the machine as if it were not
+// there.
 const lowest = existsSync('/usr/bin/chrt') ? ['chrt', '--idle', '0', 'nice', '-n', '19'] : ['nice', '-n', '19'];
 const validators =
   args.length === 0 || args.includes('deploy')
