@@ -26,6 +26,9 @@ interface Position {
 /** Hour partitions read by one page request at most; a sparse history answers short pages with a cursor. */
 const HOURS_PER_PAGE = 72;
 
+/** Empty hour partitions read at once at most (see listDeliveries). */
+const READ_AHEAD_HOURS = 16;
+
 /**
  * Index rows (and deliveries loaded to filter them) read by one page request at most. A filter that matches little
  * in a busy hour would otherwise read the whole hour (millions of rows) in one request; when the budget is spent the
@@ -87,7 +90,7 @@ export async function listDeliveries(
     const page = newPage(
       query.subscriptionId !== undefined || query.eventType !== undefined || query.status !== undefined || ranged,
     );
-    const stop = await scanPartition(
+    const { stop } = await scanPartition(
       page,
       (before, size) => store.eventIndex(query.tenantId, eventId, before, size),
       position && entryOf(position),
@@ -114,13 +117,44 @@ export async function listDeliveries(
     query.to === undefined ? Infinity : Math.floor((query.to - 1) / HOUR),
   );
   let hour = position ? Math.min(position.hour, newest) : newest;
-  for (let scanned = 0; hour >= horizon && scanned < HOURS_PER_PAGE && page.budget > 0; scanned += 1, hour -= 1) {
-    // A cursor with an empty id starts an hour from its newest row.
-    const before = position && position.hour === hour && position.id !== '' ? entryOf(position) : undefined;
-    const stop = await scanPartition(page, (after, size) => store.indexPage(index, hour, after, size), before);
-    if (stop) return { items: page.items, nextCursor: encodeCursor(positionOf(hour, stop)) };
+  const last = Math.max(horizon, hour - HOURS_PER_PAGE + 1);
+  // Hours are read newest first, the first read of several at once: twice as many after a stretch of empty hours
+  // (1, 2, 4 … READ_AHEAD_HOURS), half as many after one with rows. A sparse history's empty hours cost a few round
+  // trips instead of one each, and an hour that fills the first page is the only one read.
+  let ahead = 1;
+  while (hour >= last && page.budget > 0) {
+    const size = chunkSize(page);
+    // The first read of each hour of the stretch, started together (at most the budget's worth of rows).
+    const stretch = Math.max(1, Math.min(ahead, hour - last + 1, Math.floor(page.budget / size)));
+    const firstReads = Array.from({ length: stretch }, (_, offset) => {
+      const at = hour - offset;
+      // A cursor with an empty id starts an hour from its newest row.
+      const before = position && position.hour === at && position.id !== '' ? entryOf(position) : undefined;
+      const read = store.indexPage(index, at, before, size);
+      // Reads past the hour where the page stops are not awaited; their failure is not this request's.
+      read.catch(() => {});
+      return { at, before, rows: read };
+    });
+    let found = false;
+    for (const { at, before, rows } of firstReads) {
+      const scan = await scanPartition(page, (after, chunk) => store.indexPage(index, at, after, chunk), before, {
+        rows,
+        size,
+      });
+      if (scan.stop) return { items: page.items, nextCursor: encodeCursor(positionOf(at, scan.stop)) };
+      found ||= scan.read > 0;
+      hour = at - 1;
+      if (page.budget <= 0) break;
+    }
+    ahead = found ? Math.max(1, ahead / 2) : Math.min(ahead * 2, READ_AHEAD_HOURS);
   }
   return { items: page.items, nextCursor: hour >= horizon ? encodeCursor({ hour, queuedAt: 0, id: '' }) : null };
+}
+
+/** How many rows a page reads from an index partition at a time: its want, or more when filters may reject rows. */
+function chunkSize(page: Page): number {
+  const want = page.limit - page.items.length;
+  return Math.max(1, Math.min(page.budget, page.filtered ? Math.max(want, FILTERED_CHUNK) : want));
 }
 
 /** One page being filled: the items found so far and the index rows it may still read. */
@@ -136,35 +170,44 @@ interface Page {
 }
 
 /**
- * Reads one index partition newest first, strictly after `before`, adding the matching deliveries to the page. Answers
- * the row after which the next page continues in this partition (the page is full or the budget spent), or
- * undefined once the partition has been read to its end.
+ * Reads one index partition newest first, strictly after `before`, adding the matching deliveries to the page; `first`
+ * is its first read when already started. Answers `stop`, the row after which the next page continues in this
+ * partition (the page is full or the budget spent), undefined once the partition has been read to its end; and the
+ * index rows it read.
  */
 async function scanPartition(
   page: Page,
   read: (before: Entry | undefined, size: number) => Promise<Entry[]>,
   before: Entry | undefined,
-): Promise<Entry | undefined> {
+  first?: { rows: Promise<Entry[]>; size: number },
+): Promise<{ stop: Entry | undefined; read: number }> {
   let after = before;
+  let pending = first;
+  let total = 0;
   while (page.budget > 0) {
-    const want = page.limit - page.items.length;
-    const size = Math.min(page.budget, page.filtered ? Math.max(want, FILTERED_CHUNK) : want);
-    const entries = await read(after, size);
+    const size = pending?.size ?? chunkSize(page);
+    const entries = await (pending?.rows ?? read(after, size));
+    pending = undefined;
+    total += entries.length;
     page.budget -= entries.length;
-    const ids = entries.map((entry) => entry.id);
-    const deliveries = await page.store.getMany(page.tenantId, ids);
-    for (const [at, entry] of entries.entries()) {
-      const delivery = deliveries[at];
-      if (page.matches(delivery)) page.items.push(delivery);
-      // The page is full: continue after this row (rows after it in the chunk are read again by the next page).
-      if (page.items.length === page.limit) return entry;
+    if (entries.length > 0) {
+      const deliveries = await page.store.getMany(
+        page.tenantId,
+        entries.map((entry) => entry.id),
+      );
+      for (const [at, entry] of entries.entries()) {
+        const delivery = deliveries[at];
+        if (page.matches(delivery)) page.items.push(delivery);
+        // The page is full: continue after this row (rows after it in the chunk are read again by the next page).
+        if (page.items.length === page.limit) return { stop: entry, read: total };
+      }
     }
     const last = entries.at(-1);
-    if (entries.length < size || !last) return undefined;
+    if (entries.length < size || !last) return { stop: undefined, read: total };
     after = last;
   }
   // The budget is spent inside this partition: continue after the last row read.
-  return after;
+  return { stop: after, read: total };
 }
 
 function entryOf(position: Position): Entry {

@@ -70,6 +70,8 @@ describe('operator console in a browser', () => {
   let page: Page;
   let failing = false;
   const pageErrors: string[] = [];
+  /** The page's last requests, as a check that fails on the page's progress reports them. */
+  const network: string[] = [];
   // Shared by the steps, in order.
   let subscriptionId = '';
   let secret = '';
@@ -131,6 +133,19 @@ describe('operator console in a browser', () => {
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
     page = context.pages()[0] ?? (await context.newPage());
     page.on('pageerror', (error) => pageErrors.push(`pageerror: ${error.message}`));
+    const started = Date.now();
+    const log = (line: string) => {
+      network.push(`${((Date.now() - started) / 1000).toFixed(3)} s ${line}`);
+      if (network.length > 40) network.shift();
+    };
+    const where = (url: string) => url.replace(base, '').slice(0, 160);
+    page.on('request', (request) => log(`→ ${request.method()} ${where(request.url())}`));
+    page.on('requestfinished', (request) =>
+      log(`← ${request.method()} ${where(request.url())} (${request.timing().responseEnd.toFixed(0)} ms)`),
+    );
+    page.on('requestfailed', (request) =>
+      log(`✗ ${request.method()} ${where(request.url())}: ${request.failure()?.errorText ?? 'failed'}`),
+    );
     page.on('console', (message) => {
       // An API answer of 4xx is logged by Chromium as a failed resource: expected where the test provokes one.
       if (message.type() === 'error' && !/Failed to load resource/.test(message.text())) {
@@ -180,6 +195,16 @@ describe('operator console in a browser', () => {
       text: (document.activeElement as HTMLElement | null)?.innerText?.trim() ?? '',
     }));
   const row = (id: string) => page.locator(`tr[data-id="${id}"]`);
+  /** A check of the page's progress that, failing, says what the page last requested and received. */
+  const withNetwork = async (check: Promise<unknown>) => {
+    try {
+      await check;
+    } catch (error) {
+      throw new Error(`${(error as Error).message}\nthe page's last requests:\n${network.join('\n')}`, {
+        cause: error,
+      });
+    }
+  };
   const validateOrder = async () => {
     const item = await call('POST', '/CorePurchase/REST/Items', {
       code: `BOLT-${randomUUID().slice(0, 6)}`,
@@ -584,7 +609,7 @@ describe('operator console in a browser', () => {
     for (let clicks = 0; await more.isVisible(); clicks += 1) {
       expect(clicks).toBeLessThan(10);
       await more.click();
-      await expect.poll(async () => (await more.isHidden()) || (await more.isEnabled()), UI).toBe(true);
+      await withNetwork(expect.poll(async () => (await more.isHidden()) || (await more.isEnabled()), UI).toBe(true));
     }
     expect(await page.getByText('End of the history.').isVisible()).toBe(true);
     expect(await ids()).toEqual(listed);
