@@ -5,7 +5,8 @@ import { defineConfig } from 'vitest/config';
 // chart, the Dockerfile and the alerting rules with Go-built validators (helm, kubeconform, promtool), which compile
 // on a new machine's first run: it runs after the others, which `npm test` overlaps with that build. Each project has
 // its own sequence.groupOrder, run in that order: without one, a project of one worker (unit, on 2 cores) would run
-// after every numbered group.
+// after every numbered group. Projects of one group share one pool and its worker count, so integration and e2e take
+// turns here; `npm test` runs e2e in a vitest process of its own beside the others (test/support/run-tests.ts).
 export default defineConfig({
   test: {
     projects: [

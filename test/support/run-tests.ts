@@ -3,6 +3,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
+import { createInterface } from 'node:readline';
 import { repoRoot } from '../../infra/processes.ts';
 import { testServers } from './servers.ts';
 
@@ -26,33 +27,69 @@ for (const stream of [validators?.stdout, validators?.stderr]) {
   });
 }
 const servers = await testServers((line) => console.log(`[servers] ${line}`));
-// One report per run: two runs at once on one machine must not read (or delete) each other's.
-const report = path.join(repoRoot, '.local', `vitest-report-${process.pid}.json`);
-rmSync(report, { force: true });
+// Vitest runs the projects of one sequence group in one pool with one worker count, so the integration and e2e
+// projects (a file at a time each, fileParallelism: false) would take turns. A whole run is two vitest processes at
+// once instead: unit, then integration, then deploy; and e2e beside them. A filtered run is one process.
+const runs =
+  args.length === 0
+    ? [
+        ['--project', 'unit', '--project', 'integration', '--project', 'deploy'],
+        ['--project', 'e2e'],
+      ]
+    : [args];
 const env = {
   ...process.env,
   KAFKA_BROKERS: servers.kafkaBrokers.join(','),
   CASSANDRA_CONTACT_POINTS: servers.cassandraContactPoints.join(','),
   CASSANDRA_LOCAL_DC: servers.cassandraLocalDc,
   SCHEMA_REGISTRY_URL: servers.schemaRegistryUrl,
+  // Piped (a line at a time, so two runs never split each other's lines), still in colour on a terminal.
+  ...(runs.length > 1 && process.stdout.isTTY ? { FORCE_COLOR: '1' } : {}),
 };
-const vitestArgs = ['vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...args];
-const code = await new Promise<number>((resolve) => {
-  const child = spawn('npx', vitestArgs, { cwd: repoRoot, env, stdio: 'inherit' });
-  child.on('exit', (exitCode) => resolve(exitCode ?? 1));
-});
+// One report per run: two runs at once on one machine must not read (or delete) each other's.
+const reports = runs.map((_, index) => path.join(repoRoot, '.local', `vitest-report-${process.pid}-${index}.json`));
+const codes = await Promise.all(
+  runs.map((runArgs, index) => {
+    rmSync(reports[index]!, { force: true });
+    const vitestArgs = [
+      'vitest',
+      'run',
+      '--reporter=default',
+      '--reporter=json',
+      `--outputFile.json=${reports[index]}`,
+      ...runArgs,
+    ];
+    const child = spawn('npx', vitestArgs, {
+      cwd: repoRoot,
+      env,
+      stdio: runs.length > 1 ? ['ignore', 'pipe', 'pipe'] : 'inherit',
+    });
+    for (const [stream, out] of [
+      [child.stdout, process.stdout],
+      [child.stderr, process.stderr],
+    ] as const) {
+      if (stream) createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => out.write(`${line}\n`));
+    }
+    return new Promise<number>((resolve) => child.on('close', (exitCode) => resolve(exitCode ?? 1)));
+  }),
+);
+const code = codes.find((exitCode) => exitCode !== 0) ?? 0;
 // Still building only if the deploy project did not run (a filtered run): its cache lock frees with it.
 if (validators && validators.exitCode === null) validators.kill();
 await servers.stop();
 let summary = 'no test report was written';
 try {
-  const result = JSON.parse(readFileSync(report, 'utf8')) as { numPassedTests: number; numFailedTests: number };
-  summary = `${result.numPassedTests} passed, ${result.numFailedTests} failed`;
-  if (result.numPassedTests === 0) summary += ' (no test ran)';
+  const results = reports.map(
+    (report) => JSON.parse(readFileSync(report, 'utf8')) as { numPassedTests: number; numFailedTests: number },
+  );
+  const passed = results.reduce((sum, result) => sum + result.numPassedTests, 0);
+  const failed = results.reduce((sum, result) => sum + result.numFailedTests, 0);
+  summary = `${passed} passed, ${failed} failed`;
+  if (passed === 0) summary += ' (no test ran)';
 } catch {
-  // vitest crashed before writing its report: the exit code says it failed
+  // a vitest process crashed before writing its report: its exit code says it failed
 }
-rmSync(report, { force: true });
+for (const report of reports) rmSync(report, { force: true });
 console.log(`\ntest suite took ${((Date.now() - started) / 1000).toFixed(0)} s`);
 console.log(summary);
 process.exit(code !== 0 || summary.includes('no test') ? code || 1 : 0);
