@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
+  applyTopics,
   ConsumerRunner,
   KAFKA_RETRY,
   OffsetTracker,
@@ -553,5 +554,67 @@ describe('KAFKA_RETRY, as kafkajs applies it', () => {
     expect(Math.max(...gaps)).toBeLessThanOrEqual(5_000);
     expect(gaps[0]).toBeLessThan(300);
     expect(tries.at(-1)).toBeGreaterThan(25_000);
+  });
+});
+
+describe('applyTopics', () => {
+  /** An admin whose createTopics fails `failures` times with the broker's retriable UNKNOWN_TOPIC_OR_PARTITION. */
+  function fakeKafka(failures: number, retriable = true, createsBeforeFailing = true) {
+    const topics = new Set(['existing']);
+    const calls: string[] = [];
+    const admin = {
+      connect: async () => {},
+      disconnect: async () => {},
+      listTopics: async () => [...topics],
+      createTopics: async ({ topics: wanted }: { topics: { topic: string }[] }) => {
+        calls.push(`create ${wanted.map((topic) => topic.topic).join(',')}`);
+        // The broker creates them, then the wait for their leaders fails.
+        if (createsBeforeFailing || failures === 0) for (const { topic } of wanted) topics.add(topic);
+        if (failures > 0) {
+          failures -= 1;
+          throw Object.assign(new Error('This server does not host this topic-partition'), { retriable });
+        }
+        return true;
+      },
+      fetchTopicMetadata: async ({ topics: names }: { topics: string[] }) => ({
+        topics: names.map((name) => ({ name, partitions: [{}, {}] })),
+      }),
+      createPartitions: async () => true,
+      alterConfigs: async () => {
+        calls.push('alterConfigs');
+      },
+    };
+    return { kafka: { admin: () => admin } as unknown as Parameters<typeof applyTopics>[0], calls };
+  }
+  const wanted = [
+    { name: 'existing', partitions: 2, config: { 'retention.ms': '1000' } },
+    { name: 'fresh', partitions: 2, config: { 'retention.ms': '1000' } },
+  ];
+
+  it('tries a retriable error again from the start, and reports what it created', async () => {
+    const { kafka, calls } = fakeKafka(1);
+    const waits: number[] = [];
+    const result = await applyTopics(kafka, wanted, async (ms) => {
+      waits.push(ms);
+    });
+    expect(result).toEqual({ created: ['fresh'], unchanged: ['existing'] });
+    // The second try finds the topic the first created, and configures both.
+    expect(calls).toEqual(['create fresh', 'alterConfigs']);
+    expect(waits).toEqual([250]);
+  });
+
+  it('gives up after six tries, and at once on an error that is not retriable', async () => {
+    const waits: number[] = [];
+    const always = fakeKafka(100, true, false);
+    await expect(
+      applyTopics(always.kafka, wanted, async (ms) => {
+        waits.push(ms);
+      }),
+    ).rejects.toThrow(/does not host/);
+    expect(always.calls).toEqual(Array(6).fill('create fresh'));
+    expect(waits).toEqual([250, 500, 1_000, 2_000, 4_000]);
+    const fatal = fakeKafka(1, false);
+    await expect(applyTopics(fatal.kafka, wanted, async () => {})).rejects.toThrow(/does not host/);
+    expect(fatal.calls).toEqual(['create fresh']);
   });
 });

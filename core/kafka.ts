@@ -691,53 +691,76 @@ function toRecord(
   };
 }
 
-/** Creates or widens topics; existing topics keep their data. */
+type TopicToApply = { name: string; partitions: number; replicationFactor?: number; config?: Record<string, string> };
+
+/**
+ * Creates or widens topics; existing topics keep their data. A retriable broker error is tried again from the start
+ * (applying is idempotent): kafkajs' createTopics, waiting for the new topics' leaders, throws the broker's
+ * UNKNOWN_TOPIC_OR_PARTITION when a metadata read comes before the controller has propagated them, as it does when
+ * several clients create topics at once.
+ */
 export async function applyTopics(
   kafka: Kafka,
-  topics: { name: string; partitions: number; replicationFactor?: number; config?: Record<string, string> }[],
+  topics: TopicToApply[],
+  sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
 ): Promise<{ created: string[]; unchanged: string[] }> {
   const admin: Admin = kafka.admin();
   await admin.connect();
   try {
-    const existing = new Set(await admin.listTopics());
-    const missing = topics.filter((topic) => !existing.has(topic.name));
-    if (missing.length > 0) {
-      await admin.createTopics({
-        waitForLeaders: true,
-        topics: missing.map((topic) => ({
-          topic: topic.name,
-          numPartitions: topic.partitions,
-          // -1: the broker's default.replication.factor. An existing topic keeps its replicas (that is a reassignment).
-          replicationFactor: topic.replicationFactor ?? -1,
-          configEntries: Object.entries(topic.config ?? {}).map(([name, value]) => ({ name, value })),
-        })),
-      });
-    }
-    const present = topics.filter((topic) => existing.has(topic.name));
-    if (present.length > 0) {
-      const metadata = await admin.fetchTopicMetadata({ topics: present.map((topic) => topic.name) });
-      const grow = present.filter((topic) => {
-        const found = metadata.topics.find((entry) => entry.name === topic.name);
-        return found !== undefined && found.partitions.length < topic.partitions;
-      });
-      if (grow.length > 0) {
-        await admin.createPartitions({ topicPartitions: grow.map((t) => ({ topic: t.name, count: t.partitions })) });
-      }
-      const configured = present.filter((topic) => topic.config && Object.keys(topic.config).length > 0);
-      if (configured.length > 0) {
-        await admin.alterConfigs({
-          validateOnly: false,
-          resources: configured.map((topic) => ({
-            type: 2, // ConfigResourceTypes.TOPIC
-            name: topic.name,
-            configEntries: Object.entries(topic.config ?? {}).map(([name, value]) => ({ name, value })),
-          })),
-        });
+    const before = new Set(await admin.listTopics());
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await applyWith(admin, topics);
+        break;
+      } catch (error) {
+        if (attempt >= 6 || (error as { retriable?: unknown }).retriable !== true) throw error;
+        await sleep(250 * 2 ** (attempt - 1));
       }
     }
-    return { created: missing.map((t) => t.name), unchanged: present.map((t) => t.name) };
+    return {
+      created: topics.filter((topic) => !before.has(topic.name)).map((topic) => topic.name),
+      unchanged: topics.filter((topic) => before.has(topic.name)).map((topic) => topic.name),
+    };
   } finally {
     await admin.disconnect();
+  }
+}
+
+async function applyWith(admin: Admin, topics: TopicToApply[]): Promise<void> {
+  const existing = new Set(await admin.listTopics());
+  const missing = topics.filter((topic) => !existing.has(topic.name));
+  if (missing.length > 0) {
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: missing.map((topic) => ({
+        topic: topic.name,
+        numPartitions: topic.partitions,
+        // -1: the broker's default.replication.factor. An existing topic keeps its replicas (that is a reassignment).
+        replicationFactor: topic.replicationFactor ?? -1,
+        configEntries: Object.entries(topic.config ?? {}).map(([name, value]) => ({ name, value })),
+      })),
+    });
+  }
+  const present = topics.filter((topic) => existing.has(topic.name));
+  if (present.length === 0) return;
+  const metadata = await admin.fetchTopicMetadata({ topics: present.map((topic) => topic.name) });
+  const grow = present.filter((topic) => {
+    const found = metadata.topics.find((entry) => entry.name === topic.name);
+    return found !== undefined && found.partitions.length < topic.partitions;
+  });
+  if (grow.length > 0) {
+    await admin.createPartitions({ topicPartitions: grow.map((t) => ({ topic: t.name, count: t.partitions })) });
+  }
+  const configured = present.filter((topic) => topic.config && Object.keys(topic.config).length > 0);
+  if (configured.length > 0) {
+    await admin.alterConfigs({
+      validateOnly: false,
+      resources: configured.map((topic) => ({
+        type: 2, // ConfigResourceTypes.TOPIC
+        name: topic.name,
+        configEntries: Object.entries(topic.config ?? {}).map(([name, value]) => ({ name, value })),
+      })),
+    });
   }
 }
 

@@ -86,6 +86,7 @@ try {
   const failed = results.reduce((sum, result) => sum + result.numFailedTests, 0);
   summary = `${passed} passed, ${failed} failed`;
   if (passed === 0) summary += ' (no test ran)';
+  else if (code !== 0 && failed === 0) summary += ` (vitest exited with ${code}: an error outside the tests, above)`;
 } catch {
   // a vitest process crashed before writing its report: its exit code says it failed
 }
