@@ -169,6 +169,24 @@ describe('loadConfig overrides', () => {
     ],
     ['attempt history sent at once', { DISPATCHER_HISTORY_LINGER_MS: '0' }, (c) => c.dispatcher.historyLingerMs, 0],
     ["V8's own heap growth", { DISPATCHER_HEAP_GROWTH_PERCENT: '0' }, (c) => c.dispatcher.heapGrowthPercent, 0],
+    [
+      'circuit breaker by default',
+      {},
+      (c) => c.dispatcher.circuit,
+      { failures: 5, openMs: 60_000, maxOpenMs: 3_600_000 },
+    ],
+    [
+      'circuit breaker open periods follow the retry delays',
+      { WEBHOOK_RETRY_DELAYS: '1s,2s' },
+      (c) => c.dispatcher.circuit,
+      { failures: 5, openMs: 1_000, maxOpenMs: 2_000 },
+    ],
+    [
+      'circuit breaker configured',
+      { DISPATCHER_CIRCUIT_FAILURES: '0', DISPATCHER_CIRCUIT_OPEN: '5s', DISPATCHER_CIRCUIT_MAX_OPEN: '10m' },
+      (c) => c.dispatcher.circuit,
+      { failures: 0, openMs: 5_000, maxOpenMs: 600_000 },
+    ],
   ])('%s', (_name, env, pick, expected) => {
     expect(pick(loadConfig(env))).toEqual(expected);
   });

@@ -92,6 +92,13 @@ export interface Config {
      * needs. 0 leaves V8's own factor.
      */
     readonly heapGrowthPercent: number;
+    /**
+     * Each subscription's circuit breaker (dispatcher/circuit-breaker.ts): consecutive failed attempts that open it
+     * (DISPATCHER_CIRCUIT_FAILURES, 0: off), how long it first stays open (DISPATCHER_CIRCUIT_OPEN, by default the
+     * first retry delay), and the longest it stays open after failed probes (DISPATCHER_CIRCUIT_MAX_OPEN, by default
+     * an hour, or the longest retry delay if shorter).
+     */
+    readonly circuit: { readonly failures: number; readonly openMs: number; readonly maxOpenMs: number };
   };
   /** Bulk replay jobs, run by the routers (router/replay-runner.ts). */
   readonly replay: {
@@ -121,6 +128,7 @@ export function loadConfig(env: Env = process.env): Config {
   const gatewayUrl = new URL(gatewayBaseUrl);
   const topicPrefix = read.string('KAFKA_TOPIC_PREFIX', '');
   const replication = readReplication(read);
+  const retryDelaysMs = read.durations('WEBHOOK_RETRY_DELAYS', '1m,2m,4m,8m,16m,32m,64m,128m,4h');
   const config: Config = {
     kafka: {
       brokers: read.list('KAFKA_BROKERS', ['127.0.0.1:9092']),
@@ -157,7 +165,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     secrets: readSecrets(env),
     webhook: {
-      retryDelaysMs: read.durations('WEBHOOK_RETRY_DELAYS', '1m,2m,4m,8m,16m,32m,64m,128m,4h'),
+      retryDelaysMs,
       deliveryLifetimeMs: read.duration('WEBHOOK_DELIVERY_LIFETIME', '24h'),
       attemptTimeoutMs: read.duration('WEBHOOK_ATTEMPT_TIMEOUT', '30s'),
       failureDayMs: read.duration('WEBHOOK_FAILURE_DAY', '24h'),
@@ -177,6 +185,12 @@ export function loadConfig(env: Env = process.env): Config {
       adaptiveConcurrency: read.boolean('DISPATCHER_ADAPTIVE_CONCURRENCY', true),
       historyLingerMs: read.integer('DISPATCHER_HISTORY_LINGER_MS', 5, 0, 1_000),
       heapGrowthPercent: read.integer('DISPATCHER_HEAP_GROWTH_PERCENT', 100, 0, 1_000),
+      circuit: {
+        failures: read.integer('DISPATCHER_CIRCUIT_FAILURES', 5, 0, 10_000),
+        // By default as long as the first retry delay, and at most an hour or the longest delay.
+        openMs: read.duration('DISPATCHER_CIRCUIT_OPEN', `${retryDelaysMs[0]}ms`),
+        maxOpenMs: read.duration('DISPATCHER_CIRCUIT_MAX_OPEN', `${Math.min(3_600_000, Math.max(...retryDelaysMs))}ms`),
+      },
     },
     replay: readReplay(read),
     metricsPort: read.integer('METRICS_PORT', 0, 0, 65535),

@@ -25,6 +25,14 @@ export interface DeliveryMetrics {
   unreadableSecret(): void;
 }
 
+/** A subscription's circuit breaker: its transitions, and how many circuits are not closed now. */
+export interface CircuitMetrics {
+  transition(to: 'open' | 'half-open' | 'closed'): void;
+  /** A delivery not attempted because its subscription's circuit is open, deferred to a retry tier. */
+  deferred(): void;
+  readOpen(read: () => number): void;
+}
+
 /** Why an attempt's answer made its subscription back off. */
 export type ThrottleReason = '429' | '503' | 'timeout' | 'connection' | 'latency';
 
@@ -135,6 +143,26 @@ export function createMetrics(service: string) {
     help: 'Deliveries abandoned unsent because no key of SECRETS_KEY / SECRETS_PREVIOUS_KEYS opens their secrets',
     registers: [registry],
   });
+  const circuitTransitions = new Counter({
+    name: 'webhook_circuit_transitions_total',
+    help: "Subscriptions' circuit breaker transitions, by the state entered (open, half-open, closed)",
+    labelNames: ['to'],
+    registers: [registry],
+  });
+  const circuitDeferrals = new Counter({
+    name: 'webhook_circuit_deferrals_total',
+    help: 'Deliveries not attempted because their subscription circuit was open, deferred to a retry tier',
+    registers: [registry],
+  });
+  let readOpenCircuits = () => 0;
+  new Gauge({
+    name: 'webhook_circuits_open',
+    help: 'Subscriptions whose circuit is open or half-open in this dispatcher',
+    registers: [registry],
+    collect() {
+      this.set(readOpenCircuits());
+    },
+  });
   const deferrals = new Counter({
     name: 'webhook_retry_after_deferrals_total',
     help: "Retries scheduled later than the retry schedule's next step because the answer's Retry-After asked for it",
@@ -218,6 +246,13 @@ export function createMetrics(service: string) {
       autoDisabled: () => autoDisabled.inc(),
       unreadableSecret: () => unreadableSecrets.inc(),
     } satisfies DeliveryMetrics,
+    circuit: {
+      transition: (to) => circuitTransitions.inc({ to }),
+      deferred: () => circuitDeferrals.inc(),
+      readOpen: (read) => {
+        readOpenCircuits = read;
+      },
+    } satisfies CircuitMetrics,
     concurrency: {
       throttled: (reason) => throttled.inc({ reason }),
       readLimits: (read) => {

@@ -5,7 +5,8 @@ import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import type { SeriesIdentity, SeriesRef, SeriesState } from '../core/deliveries/delivery-store.ts';
 import { blankSubscription, type Subscription } from '../core/subscriptions/subscription.ts';
 import { createAuthHeaders, type TokenFetcher } from './auth-headers.ts';
-import { createDeliveryHandler, type AuthHeaders } from './delivery-handler.ts';
+import { CircuitBreaker } from './circuit-breaker.ts';
+import { createDeliveryHandler, type AuthHeaders, type CircuitControl } from './delivery-handler.ts';
 import type { OutboundRequest } from './http-sender.ts';
 import type { AttemptResult } from './outcome.ts';
 import { failureWindow } from './outcome.ts';
@@ -71,6 +72,7 @@ interface Setup {
   failWrites?: number;
   /** What counting a failure day answers (the store's verdict). */
   failureDay?: { failureDays: number; disabledNow: boolean };
+  circuit?: CircuitControl;
 }
 
 /** A handler wired to fakes that record every call, in order, into `log`. */
@@ -105,6 +107,9 @@ function setup(options: Setup = {}) {
     ),
     finish: vi.fn(async (_series: SeriesRef, _status: DeliveryStatus, _reason: string, _attemptsMade: number) => {
       log.push('finish');
+    }),
+    defer: vi.fn(async (_series: SeriesRef, _attemptsMade: number, _nextRetryAt: Date, _reason: string) => {
+      log.push('defer');
     }),
     state: vi.fn(async (_tenantId: string, _deliveryId: string) => {
       log.push('state');
@@ -164,6 +169,7 @@ function setup(options: Setup = {}) {
     replayOutcomes,
     concurrency,
     metrics,
+    circuit: options.circuit,
     logger: pino({ level: 'silent' }),
     settings: { retryDelaysMs: DELAYS, deliveryLifetimeMs: DAY, failureDayMs: DAY, autoDisableAfterDays: 10 },
     now: () => clock,
@@ -841,5 +847,81 @@ describe('delivery handler: adaptive concurrency and Retry-After', () => {
       nextRetryAt: null,
     });
     expect(t.metrics.retryAfterDeferral).not.toHaveBeenCalled();
+  });
+});
+
+describe('delivery handler: circuit breaker', () => {
+  const timeout: AttemptResult = { ...failed(null), failure: 'timeout' };
+  const breaker = (failures = 2) => {
+    let clock = QUEUED_AT + 5 * MINUTE;
+    const circuit = new CircuitBreaker(
+      { failures, openMs: 30_000, maxOpenMs: 10 * MINUTE, probeTimeoutMs: 60_000 },
+      () => {},
+      () => clock,
+    );
+    return { circuit, advance: (ms: number) => (clock += ms), now: () => clock };
+  };
+
+  it('an open circuit defers the delivery to a retry tier without a POST: held until the probe, history says why', async () => {
+    const { circuit, now } = breaker();
+    const t = setup({ circuit, results: [timeout, timeout], now: now() });
+    await t.handle(deliveryRecord({ deliveryId: 'del-a' }));
+    await t.handle(deliveryRecord({ deliveryId: 'del-b' }));
+    expect(circuit.state('sub-1')).toBe('open');
+    t.log.length = 0;
+    t.scheduleRetry.mockClear();
+    await t.handle(deliveryRecord({ deliveryId: 'del-c', attempt: 3 }));
+    expect(t.log).toEqual(['defer', 'scheduleRetry']);
+    expect(t.send).toHaveBeenCalledTimes(2);
+    // After 2 attempts made: the history keeps them and says why the next is not made, and when it will be.
+    const [series, attemptsMade, nextRetryAt, reason] = t.attempts.defer.mock.calls[0]!;
+    expect(series).toMatchObject({ deliveryId: 'del-c' });
+    expect(attemptsMade).toBe(2);
+    expect(reason).toMatch(/^circuit open after repeated failures \(last: no answer in time\); not attempted/);
+    // The open period (30 s) is shorter than the shortest tier (1 min): the record waits there, and its attempt
+    // number stays the one it had (no attempt was made).
+    const [tier, next] = t.scheduleRetry.mock.calls[0]!;
+    expect(tier).toBe(0);
+    expect(next).toMatchObject({ attempt: 3, dueAt: now() + MINUTE, holdUntil: now() + 30_000 });
+    expect(nextRetryAt).toEqual(new Date(now() + MINUTE));
+    // No failure day, no attempt row, no abandon.
+    expect(t.attempts.recordAttempt).toHaveBeenCalledTimes(2);
+    expect(t.subscriptions.recordFailureDay).not.toHaveBeenCalled();
+    expect(t.metrics.outcome).toHaveBeenLastCalledWith('deferred', undefined);
+  });
+
+  it('past the probe time, the next delivery is the probe: its success closes the circuit', async () => {
+    const { circuit, advance } = breaker();
+    const t = setup({ circuit, results: [timeout, timeout, ok(204), ok(204)] });
+    await t.handle(deliveryRecord({ deliveryId: 'del-a' }));
+    await t.handle(deliveryRecord({ deliveryId: 'del-b' }));
+    const clock = advance(30_000);
+    t.setNow(clock);
+    await t.handle(deliveryRecord({ deliveryId: 'del-c' }));
+    expect(t.send).toHaveBeenCalledTimes(3);
+    expect(circuit.state('sub-1')).toBe('closed');
+    await t.handle(deliveryRecord({ deliveryId: 'del-d' }));
+    expect(t.send).toHaveBeenCalledTimes(4);
+  });
+
+  it('a hold that would end past the deadline hops toward the deadline instead', async () => {
+    const { circuit, now } = breaker();
+    const t = setup({ circuit, results: [timeout, timeout], now: now() });
+    await t.handle(deliveryRecord({ deliveryId: 'del-a' }));
+    await t.handle(deliveryRecord({ deliveryId: 'del-b' }));
+    t.scheduleRetry.mockClear();
+    // Queued almost a day ago: 10 s of lifetime left, less than the circuit's 30 s.
+    const old = QUEUED_AT + 5 * MINUTE - DAY + 10_000;
+    await t.handle(deliveryRecord({ deliveryId: 'del-c', queuedAt: old }));
+    const [, next] = t.scheduleRetry.mock.calls[0]!;
+    expect(next).toMatchObject({ expiryHop: true });
+    expect(next).not.toHaveProperty('holdUntil');
+  });
+
+  it('abandoned, superseded or duplicate records never reach the circuit', async () => {
+    const circuit = { enter: vi.fn(() => ({ send: true as const, probe: false })), done: vi.fn() };
+    const t = setup({ circuit, subscription: undefined });
+    await t.handle(deliveryRecord());
+    expect(circuit.enter).not.toHaveBeenCalled();
   });
 });

@@ -2,7 +2,8 @@ import type { Attempt, DeliveryStatus } from '../core/deliveries/delivery.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import type { SeriesIdentity, SeriesRef, SeriesState } from '../core/deliveries/delivery-store.ts';
 import type { Logger } from '../core/log.ts';
-import type { DeliveryMetrics } from '../core/metrics.ts';
+import type { CircuitMetrics, DeliveryMetrics } from '../core/metrics.ts';
+import type { Gate } from './circuit-breaker.ts';
 import type { Subscription } from '../core/subscriptions/subscription.ts';
 import { decideFate, failureWindow, holdHop, LIFETIME_EXCEEDED, nextHop, type AttemptResult } from './outcome.ts';
 import type { OutboundRequest, Sender } from './http-sender.ts';
@@ -16,6 +17,7 @@ export interface AttemptLog {
     identity?: SeriesIdentity,
   ): Promise<void>;
   finish(series: SeriesRef, status: DeliveryStatus, abandonReason: string, attemptsMade: number): Promise<void>;
+  defer(series: SeriesRef, attemptsMade: number, nextRetryAt: Date, reason: string): Promise<void>;
   state(tenantId: string, deliveryId: string): Promise<SeriesState | undefined>;
   latestForEntity(
     tenantId: string,
@@ -23,6 +25,9 @@ export interface AttemptLog {
     entityId: string,
   ): Promise<{ deliveryId: string } | undefined>;
 }
+
+/** The gate of a dispatcher without a circuit breaker: every attempt goes out. */
+const OPEN_GATE: Gate & { send: true } = { send: true, probe: false };
 
 const FINAL: ReadonlySet<DeliveryStatus> = new Set(['acknowledged', 'abandoned', 'superseded']);
 
@@ -55,6 +60,12 @@ export interface ConcurrencyControl {
   begin(subscriptionId: string, tenantId: string): (result: AttemptResult | undefined) => void;
 }
 
+/** A circuit breaker per subscription (circuit-breaker.ts): asked before each attempt, told each attempt's result. */
+export interface CircuitControl {
+  enter(subscriptionId: string): Gate;
+  done(subscriptionId: string, gate: Gate & { send: true }, result: AttemptResult | undefined): void;
+}
+
 /** Builds the authentication headers of a subscription (ApiKey, OAuth2 bearer); null token means refresh. */
 export type AuthHeaders = (subscription: Subscription, refresh: boolean) => Promise<Record<string, string>>;
 
@@ -67,6 +78,8 @@ export interface DeliveryHandlerDeps {
   logger: Logger;
   metrics?: DeliveryMetrics;
   concurrency?: ConcurrencyControl;
+  circuit?: CircuitControl;
+  circuitMetrics?: Pick<CircuitMetrics, 'deferred'>;
   replayOutcomes?: ReplayOutcomeLog;
   settings: {
     retryDelaysMs: readonly number[];
@@ -158,6 +171,34 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
     }
   };
 
+  /**
+   * Holds a delivery without an attempt until `retryAt` (its subscription's circuit lets a probe through then): the
+   * history says why and when, and the record hops through the retry tiers toward that time, as a long Retry-After
+   * holds it; past the delivery's deadline it hops toward the deadline instead. No attempt is counted, and no failure
+   * day: those follow real attempts only.
+   */
+  const defer = async (record: DeliveryRecord, retryAt: number, reason: string, deadline: number) => {
+    const at = now();
+    const hop =
+      retryAt < deadline
+        ? { ...holdHop(at, retryAt, settings.retryDelaysMs), holdUntil: retryAt }
+        : { ...holdHop(at, deadline, settings.retryDelaysMs), expiryHop: true as const };
+    const nextRetryAt = new Date(Math.max(hop.dueAt, retryAt));
+    await durably('recording the deferral', record, () =>
+      deps.attempts.defer(seriesOf(record), record.attempt - 1, nextRetryAt, reason),
+    );
+    const { expiryHop: _hop, mayBeDuplicate: _checked, holdUntil: _held, ...series } = record;
+    const next = {
+      ...series,
+      dueAt: hop.dueAt,
+      ...('holdUntil' in hop ? { holdUntil: hop.holdUntil } : { expiryHop: true }),
+    };
+    await durably('scheduling the deferred attempt', record, () => deps.scheduleRetry(hop.tier, next));
+    deps.circuitMetrics?.deferred();
+    deps.metrics?.outcome('deferred', undefined);
+    logger.info(logFields(record, 'deferred', { reason, nextRetryAt }), 'delivery deferred: circuit open');
+  };
+
   /** The attempt each series being handled here is making: a duplicate record may arrive while the first is busy. */
   const handling = new Map<string, number>();
   const skipDuplicate = (record: DeliveryRecord, status: string) => {
@@ -209,6 +250,9 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
       }
     }
 
+    const gate = deps.circuit?.enter(record.subscriptionId) ?? OPEN_GATE;
+    if (!gate.send) return defer(record, gate.retryAt, gate.reason, deadline);
+
     const at = new Date(now());
     const attemptOnce = async (refresh: boolean): Promise<AttemptResult> => {
       try {
@@ -231,6 +275,7 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
       // A rejected token may have been revoked early: fetch a new one and try once more within this attempt.
       result = await attemptOnce(true);
     }
+    if (gate !== OPEN_GATE) deps.circuit?.done(record.subscriptionId, gate, result);
     deps.metrics?.stage('attempt', result.durationMs);
     if (record.attempt === 1 && record.replayOf === null)
       deps.metrics?.stage('event_to_answer', now() - record.queuedAt);
@@ -334,7 +379,7 @@ async function outbound(
   };
   if (record.signature !== null) headers[subscription.signatureHeaderName.toLowerCase()] = record.signature;
   if (record.test) headers['x-webhook-test'] = 'true';
-  return { url: subscription.url, headers, body: record.envelope };
+  return { url: subscription.url, headers, body: record.envelope, key: record.subscriptionId };
 }
 
 function logFields(record: DeliveryRecord, outcome: string, extra: Record<string, unknown>) {

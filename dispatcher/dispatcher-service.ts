@@ -18,6 +18,7 @@ import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
 import { ReplayJobStore } from '../core/replay-jobs/replay-job-store.ts';
 import { createAuthHeaders } from './auth-headers.ts';
+import { CircuitBreaker } from './circuit-breaker.ts';
 import { ConcurrencyLimiter } from './concurrency-limiter.ts';
 import { RateLimiter } from './rate-limiter.ts';
 import { createDeliveryHandler } from './delivery-handler.ts';
@@ -61,6 +62,16 @@ export async function startDispatcher(
       )
     : undefined;
 
+  // A circuit per subscription: an endpoint that keeps failing gets one probe at a time, not every delivery.
+  const circuit = new CircuitBreaker(
+    { ...config.dispatcher.circuit, probeTimeoutMs: webhook.attemptTimeoutMs * 2 },
+    (subscriptionId, from, to, detail) => {
+      metrics.circuit.transition(to);
+      logger.warn({ subscriptionId, from, to, detail }, `circuit ${to}`);
+    },
+  );
+  metrics.circuit.readOpen(() => circuit.openCount());
+
   const handle = createDeliveryHandler({
     subscriptions: {
       get: (tenantId, id) => cache.get(tenantId, id),
@@ -96,6 +107,8 @@ export async function startDispatcher(
     logger,
     metrics: metrics.delivery,
     concurrency: limiter,
+    circuit,
+    circuitMetrics: metrics.circuit,
     replayOutcomes: {
       ended: async (tenantId, jobId, outcome) => {
         await replayJobs.countOutcome(tenantId, jobId, outcome);

@@ -2,6 +2,7 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
 import { Agent, type Dispatcher } from 'undici';
 import { blockedReason, type Cidr } from '../core/ssrf.ts';
+import { OriginGate } from './origin-gate.ts';
 import { parseRetryAfter, type AttemptResult } from './outcome.ts';
 
 /** An outbound POST; the caller builds headers and body. */
@@ -9,6 +10,8 @@ export interface OutboundRequest {
   url: string;
   headers: Record<string, string>;
   body: Buffer | string;
+  /** Whose request it is (the subscription): an origin's connections are shared fairly between them. */
+  key?: string;
 }
 
 /** Sends one attempt; never throws for the subscriber's failures, they are results. */
@@ -51,7 +54,8 @@ const RESPONSE_BODY_LIMIT = 64 * 1024;
 /**
  * POSTs with a whole-attempt deadline; redirects are failures; the response body is drained, never read. At most
  * `connectionsPerOrigin` requests per origin are handed to the agent (whose pool has that many connections): the rest
- * wait here, before their attempt timer starts, so a queue for a busy host never turns into false "no answer" failures.
+ * wait here, before their attempt timer starts, so a queue for a busy host never turns into false "no answer" failures;
+ * they wait their subscription's turn, not behind other subscriptions' slow or hanging requests (OriginGate).
  */
 export function createSender(
   dispatcher: Dispatcher,
@@ -59,26 +63,16 @@ export function createSender(
   timeoutMs: number,
   connectionsPerOrigin = 128,
 ): Sender {
-  const origins = new Map<string, { active: number; waiting: (() => void)[] }>();
-  const acquire = async (origin: string) => {
-    const slot = origins.get(origin) ?? { active: 0, waiting: [] };
-    origins.set(origin, slot);
-    if (slot.active < connectionsPerOrigin) slot.active += 1;
-    else await new Promise<void>((resolve) => slot.waiting.push(resolve)); // the releaser hands its place over
-    return () => {
-      const next = slot.waiting.shift();
-      if (next) next();
-      else if (--slot.active === 0) origins.delete(origin);
-    };
-  };
+  // Shared fairly between the subscriptions sending to one origin (origin-gate.ts).
+  const gate = new OriginGate(connectionsPerOrigin);
 
-  return async ({ url, headers, body }) => {
+  return async ({ url, headers, body, key }) => {
     const target = new URL(url);
     const host = target.hostname.replace(/^\[|\]$/g, '');
     // A literal IP never goes through DNS lookup: check it here.
     const literalBlock = isIP(host) ? blockedReason(host, allowed) : undefined;
     if (literalBlock) return { statusCode: null, errorMessage: `blocked address: ${literalBlock}`, durationMs: 0 };
-    const release = await acquire(target.origin);
+    const release = await gate.acquire(target.origin, key ?? '');
     try {
       return await post(dispatcher, target, headers, body, timeoutMs);
     } finally {

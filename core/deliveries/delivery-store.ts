@@ -6,7 +6,7 @@ import {
   type WriteStatement,
 } from '../write-batcher.ts';
 import type { Attempt, Delivery, DeliveryStatus, StoredEvent } from './delivery.ts';
-import { attemptWriteTime, finishWriteTime, queuedWriteTime } from './write-time.ts';
+import { attemptWriteTime, deferWriteTime, finishWriteTime, queuedWriteTime } from './write-time.ts';
 
 const HOUR = 3_600_000;
 
@@ -206,6 +206,27 @@ export class DeliveryStore {
           ...fixed.values,
           tenantId,
           deliveryId,
+        ],
+      },
+    ]);
+  }
+
+  /**
+   * Defers a series without an attempt after `attemptsMade` (its subscription's circuit is open): the next retry time
+   * and why nothing was sent; the status, the attempts and the last status code stay. Written between attempt
+   * `attemptsMade` and the next, so neither's row is rolled back by it.
+   */
+  async defer(series: SeriesRef, attemptsMade: number, nextRetryAt: Date, reason: string): Promise<void> {
+    await this.writes.write([
+      {
+        query: `UPDATE deliveries USING TTL ${this.ttlSeconds} AND TIMESTAMP ? SET next_retry_at = ?,
+          last_error_message = ? WHERE tenant_id = ? AND id = ?`,
+        params: [
+          deferWriteTime(series.queuedAt, attemptsMade),
+          nextRetryAt,
+          reason,
+          series.tenantId,
+          series.deliveryId,
         ],
       },
     ]);

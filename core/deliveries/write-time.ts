@@ -23,6 +23,11 @@ export function attemptWriteTime(queuedAt: number, attempt: number, final: boole
   return queuedAt * 1000 + (final ? 2 : 1) * YEAR_US + attempt * 2;
 }
 
+/** The row of a series deferred without an attempt (its circuit open) after `attemptsMade`: before the next one. */
+export function deferWriteTime(queuedAt: number, attemptsMade: number): number {
+  return queuedAt * 1000 + YEAR_US + attemptsMade * 2 + 1;
+}
+
 /** The row of a series ended without an attempt (abandoned while waiting, superseded) after `attemptsMade`. */
 export function finishWriteTime(queuedAt: number, attemptsMade: number): number {
   return queuedAt * 1000 + 2 * YEAR_US + attemptsMade * 2 + 1;

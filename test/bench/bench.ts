@@ -18,7 +18,6 @@
  */
 import { blankSubscription } from '../../core/subscriptions/subscription.ts';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { AddressInfo } from 'node:net';
@@ -36,9 +35,16 @@ import { nodeFlagsFor, repoRoot, spawnService, type ServiceRuntime } from '../..
 import { deprovision, provision } from '../../infra/provision.ts';
 import { ensureServers } from '../../infra/servers.ts';
 import { eventPublisher } from '../support/events.ts';
+import { benchEnv, freePort, rssMb } from './bench-env.ts';
 import { ceilingOf, formatCeiling, fractionOfCeiling, measureLoopbackCeiling } from './loopback-ceiling.ts';
 import { formatRuntime, formatStage, scrapeStages } from './stage-histograms.ts';
 import { CpuMeter, formatCpu, localServerPids } from './process-cpu.ts';
+
+// `--mix`: the isolation mix (test/bench/mix-bench.ts), a bench of its own with its own options.
+if (process.argv.includes('--mix')) {
+  await import('./mix-bench.ts');
+  process.exit(process.exitCode ?? 0);
+}
 
 const { values } = parseArgs({
   options: {
@@ -75,18 +81,6 @@ const expected = events * subsPerTenant;
 
 const percentile = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
-const freePort = async () => {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-};
-const rssMb = (pid: number) => {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
-  return line ? Number(line[1]) / 1024 : NaN;
-};
-
 /** The fast and throttled subscriptions' figures apart, and the dispatcher's throttling counters. */
 async function throttleReport(): Promise<string[]> {
   const line = (name: string, entry: Group) => {
@@ -122,20 +116,10 @@ const serviceRuntime: ServiceRuntime = values.tsx ? 'tsx' : 'compiled';
 if (serviceRuntime === 'compiled') buildServices((line) => console.log(line));
 const servers = await ensureServers({ root: path.join(repoRoot, '.local'), progress: (line) => console.log(line) });
 const run = randomUUID().slice(0, 8);
-const env: Record<string, string> = {
-  KAFKA_BROKERS: servers.kafkaBrokers.join(','),
-  CASSANDRA_CONTACT_POINTS: servers.cassandraContactPoints.join(','),
-  SCHEMA_REGISTRY_URL: servers.schemaRegistryUrl,
-  CASSANDRA_KEYSPACE: `bench_${run}`,
-  KAFKA_TOPIC_PREFIX: `bench.${run}.`,
-  KAFKA_PARTITIONS: '6',
-  SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'),
+const env = benchEnv(servers, run, {
   // The parked backlog waits in a 1 h tier; otherwise failed answers retry every second or two.
   WEBHOOK_RETRY_DELAYS: backlog > 0 ? '1s,1h' : '1s,2s',
-  WEBHOOK_ALLOW_HTTP: 'true',
-  WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
-  LOG_LEVEL: 'warn',
-};
+});
 const config = loadConfig(env);
 const logger = createLogger('bench', 'warn');
 await provision(config, logger);

@@ -1,0 +1,145 @@
+/**
+ * `npm run bench -- --mix [--tenants 10] [--fast 4] [--slow 1] [--slow-ms 2000] [--failing 1] [--hanging-every 3]
+ *   [--rate 100] [--seconds 60] [--timeout 30s] [--retry-delays 1m,2m,…] [--own-origins] [--no-control] [--tsx]`
+ * The isolation mix of issue 27: per tenant, fast subscriptions beside a slow one (answers after --slow-ms), a failing
+ * one (500) and, on every --hanging-every-th tenant, one whose endpoint never answers; --rate events per second (round
+ * robin over the tenants) for --seconds, Hmac-signed, the production timings unless told otherwise. Every endpoint is
+ * on one origin (one receiver, the kind in the path), as a platform's subscribers share it; --own-origins gives each
+ * kind its own. Runs a router and a
+ * dispatcher as processes on a keyspace and topics of their own, warms them up (one event per tenant, not counted),
+ * then prints per endpoint kind: deliveries expected and received, duplicates, p50/p99/max event → first receipt; the
+ * dispatcher's RSS; its circuit transitions and deferrals. Then the same run with only the fast subscriptions (the
+ * control), unless --no-control.
+ */
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../../core/config.ts';
+import { createLogger } from '../../core/log.ts';
+import { buildServices } from '../../infra/build.ts';
+import { repoRoot, spawnService, type ServiceRuntime } from '../../infra/processes.ts';
+import { deprovision, provision } from '../../infra/provision.ts';
+import { ensureServers } from '../../infra/servers.ts';
+import { benchEnv, freePort, rssMb } from './bench-env.ts';
+import { healthyOnly, ISSUE_MIX, KINDS, setUpMix, type MixShape } from '../support/mix.ts';
+
+const { values } = parseArgs({
+  options: {
+    mix: { type: 'boolean', default: true },
+    tenants: { type: 'string', default: String(ISSUE_MIX.tenants) },
+    fast: { type: 'string', default: String(ISSUE_MIX.fast) },
+    slow: { type: 'string', default: String(ISSUE_MIX.slow) },
+    'slow-ms': { type: 'string', default: String(ISSUE_MIX.slowMs) },
+    failing: { type: 'string', default: String(ISSUE_MIX.failing) },
+    'hanging-every': { type: 'string', default: String(ISSUE_MIX.hangingEvery) },
+    rate: { type: 'string', default: String(ISSUE_MIX.eventsPerSecond) },
+    seconds: { type: 'string', default: String(ISSUE_MIX.seconds) },
+    timeout: { type: 'string', default: '30s' },
+    'retry-delays': { type: 'string', default: '1m,2m,4m,8m,16m,32m,64m,128m,4h' },
+    'no-control': { type: 'boolean', default: false },
+    'own-origins': { type: 'boolean', default: false },
+    tsx: { type: 'boolean', default: false },
+  },
+});
+const shape: MixShape = {
+  tenants: Number(values.tenants),
+  fast: Number(values.fast),
+  slow: Number(values.slow),
+  slowMs: Number(values['slow-ms']),
+  failing: Number(values.failing),
+  hangingEvery: Number(values['hanging-every']),
+  eventsPerSecond: Number(values.rate),
+  seconds: Number(values.seconds),
+  sameOrigin: !values['own-origins'],
+};
+
+/** The sum of a counter's samples on a /metrics page, by one label's value. */
+const counters = (page: string, name: string, label?: string) => {
+  const out: Record<string, number> = {};
+  for (const line of page.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const key = label ? (line.match(new RegExp(`${label}="([^"]*)"`))?.[1] ?? '') : 'total';
+    out[key] = (out[key] ?? 0) + Number(line.split(' ').at(-1));
+  }
+  return out;
+};
+
+const runtime: ServiceRuntime = values.tsx ? 'tsx' : 'compiled';
+if (runtime === 'compiled') buildServices((line) => console.log(line));
+const servers = await ensureServers({ root: path.join(repoRoot, '.local'), progress: (line) => console.log(line) });
+
+async function runMix(label: string, runShape: MixShape): Promise<void> {
+  const run = randomUUID().slice(0, 8);
+  const env = benchEnv(servers, run, {
+    WEBHOOK_ATTEMPT_TIMEOUT: values.timeout,
+    WEBHOOK_RETRY_DELAYS: values['retry-delays'],
+  });
+  const config = loadConfig({ ...process.env, ...env });
+  const logger = createLogger('bench', 'warn');
+  await provision(config, logger);
+  const mix = await setUpMix(env, runShape, 'bench-mix');
+  const logs = path.join(repoRoot, '.local', 'logs', 'bench');
+  const metricsPort = await freePort();
+  const router = spawnService(
+    'router',
+    'router/main.ts',
+    { ...process.env, ...env },
+    path.join(logs, `router-${run}.log`),
+    runtime,
+  );
+  const dispatcher = spawnService(
+    'dispatcher',
+    'dispatcher/main.ts',
+    { ...process.env, ...env, METRICS_PORT: String(metricsPort) },
+    path.join(logs, `dispatcher-${run}.log`),
+    runtime,
+  );
+  const memory: number[] = [];
+  const sampler = setInterval(() => memory.push(rssMb(dispatcher.child.pid ?? 0)), 1_000);
+  try {
+    if (!(await mix.warmUp(120_000))) throw new Error('the warm-up deliveries did not arrive within 2 minutes');
+    const started = Date.now();
+    await mix.publish();
+    const published = Date.now();
+    const all = await mix.fastDelivered(60_000);
+    const figures = mix.figures();
+    const page = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    const transitions = counters(page, 'webhook_circuit_transitions_total', 'to');
+    const deferrals = counters(page, 'webhook_circuit_deferrals_total').total ?? 0;
+    const total = runShape.eventsPerSecond * runShape.seconds;
+    console.log(
+      `\n${label}: ${runShape.tenants} tenants × (${runShape.fast} fast, ${runShape.slow} slow at ${runShape.slowMs} ms, ` +
+        `${runShape.failing} failing${runShape.hangingEvery ? `, 1 hanging every ${runShape.hangingEvery}` : ''}); ` +
+        `${runShape.sameOrigin ? 'one origin' : 'an origin per kind'}; ${total} events in ${((published - started) / 1000).toFixed(1)} s; timeout ${values.timeout}, retries ${values['retry-delays']}`,
+    );
+    for (const kind of KINDS) {
+      const f = figures[kind];
+      if (f.subscriptions === 0) continue;
+      console.log(
+        `  ${kind.padEnd(8)} ${String(f.subscriptions).padStart(3)} subscriptions: received ${f.received} of ${f.expected}` +
+          `${f.duplicates ? `, ${f.duplicates} duplicate requests` : ''}; event → receipt p50 ${f.p50} ms, p99 ${f.p99} ms, max ${f.max} ms`,
+      );
+    }
+    console.log(`  fast deliveries all arrived within 60 s of the last event: ${all ? 'yes' : 'NO'}`);
+    console.log(
+      `  dispatcher RSS: max ${Math.max(...memory.filter(Number.isFinite)).toFixed(0)} MB, last ${memory.at(-1)?.toFixed(0)} MB; ` +
+        `circuit transitions: ${
+          Object.entries(transitions)
+            .map(([to, n]) => `${to} ${n}`)
+            .join(', ') || 'none'
+        }; deferrals ${deferrals}`,
+    );
+  } finally {
+    clearInterval(sampler);
+    await Promise.all([router.stop(), dispatcher.stop()]);
+    await mix.close();
+    await deprovision(config, logger);
+  }
+}
+
+try {
+  await runMix('mix', shape);
+  if (!values['no-control']) await runMix('control (fast subscriptions only)', healthyOnly(shape));
+} finally {
+  await servers.stop();
+}
