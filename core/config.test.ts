@@ -60,7 +60,7 @@ describe('loadConfig defaults (DESIGN §4, §5, §9)', () => {
 
   it('topic durability and dispatcher connection settings', () => {
     expect(config.kafka).toMatchObject({ replicationFactor: -1, minInsyncReplicas: 1 });
-    expect(config.dispatcher.connectionsPerOrigin).toBe(128);
+    expect(config.dispatcher.connectionsPerOrigin).toBe(512);
     expect(config.dispatcher.adaptiveConcurrency).toBe(true);
     expect(config.dispatcher.historyLingerMs).toBe(5);
     expect(config.dispatcher.heapGrowthPercent).toBe(100);
@@ -180,6 +180,18 @@ describe('loadConfig overrides', () => {
       { WEBHOOK_RETRY_DELAYS: '1s,2s' },
       (c) => c.dispatcher.circuit,
       { failures: 5, openMs: 1_000, maxOpenMs: 2_000 },
+    ],
+    [
+      'lane backlog and overflow delay by default',
+      {},
+      (c) => [c.dispatcher.laneBacklog, c.dispatcher.overflowDelayMs],
+      [100, 5_000],
+    ],
+    [
+      'lane backlog and overflow delay configured',
+      { DISPATCHER_LANE_BACKLOG: '20', DISPATCHER_OVERFLOW_DELAY: '2s' },
+      (c) => [c.dispatcher.laneBacklog, c.dispatcher.overflowDelayMs],
+      [20, 2_000],
     ],
     [
       'circuit breaker configured',

@@ -99,6 +99,12 @@ export interface Config {
      * an hour, or the longest retry delay if shorter).
      */
     readonly circuit: { readonly failures: number; readonly openMs: number; readonly maxOpenMs: number };
+    /**
+     * Records of one subscription waiting for its lane at most (DISPATCHER_LANE_BACKLOG): the next ones are parked on
+     * the overflow topic for DISPATCHER_OVERFLOW_DELAY, out of the shared read-ahead buffer and their partition's way.
+     */
+    readonly laneBacklog: number;
+    readonly overflowDelayMs: number;
   };
   /** Bulk replay jobs, run by the routers (router/replay-runner.ts). */
   readonly replay: {
@@ -181,10 +187,12 @@ export function loadConfig(env: Env = process.env): Config {
     dispatcher: {
       maxInFlight: read.integer('DISPATCHER_MAX_IN_FLIGHT', 500, 1, 100_000),
       maxInFlightPerSubscription: read.integer('DISPATCHER_MAX_IN_FLIGHT_PER_SUBSCRIPTION', 20, 1, 10_000),
-      connectionsPerOrigin: read.integer('DISPATCHER_CONNECTIONS_PER_ORIGIN', 128, 1, 100_000),
+      connectionsPerOrigin: read.integer('DISPATCHER_CONNECTIONS_PER_ORIGIN', 512, 1, 100_000),
       adaptiveConcurrency: read.boolean('DISPATCHER_ADAPTIVE_CONCURRENCY', true),
       historyLingerMs: read.integer('DISPATCHER_HISTORY_LINGER_MS', 5, 0, 1_000),
       heapGrowthPercent: read.integer('DISPATCHER_HEAP_GROWTH_PERCENT', 100, 0, 1_000),
+      laneBacklog: read.integer('DISPATCHER_LANE_BACKLOG', 100, 1, 1_000_000),
+      overflowDelayMs: read.duration('DISPATCHER_OVERFLOW_DELAY', '5s'),
       circuit: {
         failures: read.integer('DISPATCHER_CIRCUIT_FAILURES', 5, 0, 10_000),
         // By default as long as the first retry delay, and at most an hour or the longest delay.

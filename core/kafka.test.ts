@@ -211,10 +211,10 @@ function fakeKafka() {
         payload: { memberId: 'm', memberAssignment: { deliveries: partitions } },
       }),
     /** Hands records `first`, `first + 1`, … of `partition`, keyed by `keys`, to the runner. */
-    feed: (partition: number, first: number, keys: string[]) =>
+    feed: (partition: number, first: number, keys: string[], topic = 'deliveries') =>
       eachBatch!({
         batch: {
-          topic: 'deliveries',
+          topic,
           partition,
           highWatermark: '0',
           offsetLag: () => '0',
@@ -616,5 +616,94 @@ describe('applyTopics', () => {
     const fatal = fakeKafka(1, false);
     await expect(applyTopics(fatal.kafka, wanted, async () => {})).rejects.toThrow(/does not host/);
     expect(fatal.calls).toEqual(['create fresh']);
+  });
+});
+
+describe('ConsumerRunner lanes with an overflow (a full lane parks its backlog)', () => {
+  const runners: { stop(): Promise<void> }[] = [];
+  afterEach(async () => {
+    for (const runner of runners.splice(0)) await runner.stop();
+  });
+
+  async function parkingRunner(failParks = 0) {
+    const parked: { topic: string; offset: string; key: string }[] = [];
+    let failures = failParks;
+    const t = await startRunner({
+      lane: {
+        of: (record) => record.key!.toString(),
+        limit: (key) => (key === 'slow' ? 2 : 10),
+        overflow: {
+          topic: 'overflow',
+          bound: () => 3,
+          delayMs: 60_000,
+          park: async (record) => {
+            if (failures > 0) {
+              failures -= 1;
+              throw new Error('broker unavailable');
+            }
+            parked.push({ topic: record.topic, offset: record.offset, key: record.key!.toString() });
+          },
+        },
+      },
+    });
+    runners.push(t);
+    return { ...t, parked };
+  }
+
+  it("parks a full lane's next records and commits their offsets; other lanes' records on the partition go on", async () => {
+    const t = await parkingRunner();
+    await t.fake.feed(0, 0, [...Array<string>(10).fill('slow'), 'fast', 'fast']);
+    await t.settle();
+    // 2 being handled, 3 waiting in the lane: the 5 after them are aside.
+    expect(t.active('slow')).toBe(2);
+    expect(t.parked.map((entry) => entry.offset)).toEqual(['5', '6', '7', '8', '9']);
+    expect(t.active('fast')).toBe(2);
+    // Once the lane's records are done, the whole partition commits: the parked ones count as finished.
+    for (let i = 0; i < 5; i += 1) await t.finish('slow');
+    await t.finish('fast');
+    await t.finish('fast');
+    await t.runner.commit();
+    expect(t.fake.committed.get(0)).toBe(12n);
+  });
+
+  it('parks newer records of the lane behind those aside; a record back from the overflow topic enters when there is room', async () => {
+    const t = await parkingRunner();
+    await t.fake.feed(0, 0, Array<string>(6).fill('slow'));
+    await t.settle();
+    expect(t.parked).toHaveLength(1);
+    for (let i = 0; i < 5; i += 1) await t.finish('slow');
+    // The lane is empty, but a record of it is aside: the next one from the deliveries topic goes behind it.
+    await t.fake.feed(0, 6, ['slow']);
+    await t.settle();
+    expect(t.parked.map((entry) => entry.offset)).toEqual(['5', '6']);
+    expect(t.active('slow')).toBe(0);
+    // Back from the overflow topic, the lane has room: handled, not parked again.
+    await t.fake.feed(1, 0, ['slow', 'slow'], 'overflow');
+    await t.settle();
+    expect(t.active('slow')).toBe(2);
+    expect(t.parked).toHaveLength(2);
+    // Back again while the lane is full: parked again.
+    await t.fake.feed(1, 2, ['slow', 'slow', 'slow', 'slow'], 'overflow');
+    await t.settle();
+    expect(t.parked.map((entry) => `${entry.topic}:${entry.offset}`)).toEqual([
+      'deliveries:5',
+      'deliveries:6',
+      'overflow:5',
+    ]);
+  });
+
+  it('tries a failed park again, and commits the offset only once it is aside', async () => {
+    const t = await parkingRunner(1);
+    await t.fake.feed(0, 0, Array<string>(6).fill('slow'));
+    await t.settle();
+    expect(t.parked).toHaveLength(0);
+    for (let i = 0; i < 5; i += 1) await t.finish('slow');
+    await t.runner.commit();
+    // Offsets 0-4 are done; 5 is not aside yet (its park failed and waits 200 ms to try again).
+    expect(t.fake.committed.get(0)).toBe(5n);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(t.parked.map((entry) => entry.offset)).toEqual(['5']);
+    await t.runner.commit();
+    expect(t.fake.committed.get(0)).toBe(6n);
   });
 });

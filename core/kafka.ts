@@ -260,6 +260,19 @@ export interface ConsumerOptions {
      * it), a positive number is the ms after which the lane asks again. Records wait in their lane, not in a slot.
      */
     pace?: { prepare?: (key: string, record: ConsumedRecord) => Promise<void>; wait: (key: string) => number };
+    /**
+     * Where a lane's backlog goes instead of the shared read-ahead buffer: once `bound(key)` records of a lane wait,
+     * its next records are `park`ed (durably moved aside, to come back through `topic` once due) and their offsets
+     * finish at once, so a slow lane holds neither the buffer nor its partition. Records of a lane that has parked
+     * some in the last `delayMs` are parked too, behind them (its order as far as delays allow); a record coming
+     * back from `topic` is parked again only if its lane is still full.
+     */
+    overflow?: {
+      topic: string;
+      bound: (key: string) => number;
+      delayMs: number;
+      park: (record: ConsumedRecord) => Promise<void>;
+    };
   };
   /**
    * Told the group's membership after each join (read with describeGroups), and undefined as soon as a rebalance
@@ -303,6 +316,8 @@ export class ConsumerRunner {
   private assigned: number | undefined;
   /** Joins and rebalances seen: a membership read for an older one is dropped. */
   private joins = 0;
+  /** Per lane, until when its new records are parked behind those it parked (lane.overflow). */
+  private readonly parkedUntil = new Map<string, number>();
 
   constructor(
     private readonly kafka: Kafka,
@@ -338,6 +353,7 @@ export class ConsumerRunner {
       this.joins += 1;
       void this.describeMembership(this.joins, payload.memberId);
       this.trackers.clear();
+      this.parkedUntil.clear();
       this.assignedAt = this.highWatermarks(Object.keys(payload.memberAssignment));
       this.assigned = Object.values(payload.memberAssignment).reduce((sum, parts) => sum + parts.length, 0);
     });
@@ -380,6 +396,15 @@ export class ConsumerRunner {
             return;
           }
           const laneKey = this.options.lane?.of(record);
+          if (laneKey !== undefined && this.mustPark(record, laneKey)) {
+            // Bounded like any record read ahead: a broker that does not take them holds up reading, not memory.
+            await this.waitForRoom(record, undefined, heartbeat);
+            const tracker = this.tracker(batch.topic, batch.partition);
+            tracker.begin(message.offset);
+            resolveOffset(message.offset);
+            void this.park(record, laneKey, () => tracker.finish(message.offset));
+            continue;
+          }
           await this.waitForRoom(record, laneKey, heartbeat);
           const tracker = this.tracker(batch.topic, batch.partition);
           tracker.begin(message.offset);
@@ -505,6 +530,52 @@ export class ConsumerRunner {
       }
     } finally {
       if (lane && laneKey !== undefined) this.leaveLane(laneKey, lane);
+      this.buffered -= 1;
+      this.bufferedBytes -= size;
+      for (const wake of this.roomWaiters.splice(0)) wake();
+      if (this.buffered === 0) for (const resolve of this.idle.splice(0)) resolve();
+    }
+  }
+
+  /** Whether the record goes aside (lane.overflow): its lane is full, or parked records of it are still aside. */
+  private mustPark(record: ConsumedRecord, laneKey: string): boolean {
+    const overflow = this.options.lane?.overflow;
+    if (!overflow || this.stopping) return false;
+    const lane = this.lanes.get(laneKey);
+    if (lane !== undefined && lane.waiting.length >= Math.max(1, overflow.bound(laneKey))) return true;
+    if (record.topic === overflow.topic) return false;
+    const until = this.parkedUntil.get(laneKey);
+    if (until === undefined) return false;
+    if (until > Date.now()) return true;
+    this.parkedUntil.delete(laneKey);
+    return false;
+  }
+
+  /**
+   * Moves a record aside until it succeeds (a broker error only delays it), then lets its offset be committed. It
+   * counts as buffered meanwhile (waitForRoom counted it in), so stop() waits for it; it holds no lane and no slot.
+   */
+  private async park(record: ConsumedRecord, laneKey: string, finished: () => void): Promise<void> {
+    const overflow = this.options.lane!.overflow!;
+    const size = record.value?.length ?? 0;
+    this.parkedUntil.set(laneKey, Date.now() + overflow.delayMs);
+    try {
+      for (let attempt = 0; ; attempt += 1) {
+        try {
+          await overflow.park(record);
+          break;
+        } catch (error) {
+          const delay = Math.min(200 * 2 ** attempt, 10_000);
+          this.options.logger.error(
+            { err: error, topic: record.topic, partition: record.partition, offset: record.offset, retryInMs: delay },
+            'parking a record failed; retrying',
+          );
+          await new Promise((resolve) => setTimeout(resolve, delay));
+        }
+      }
+      this.options.metrics?.parked(record.topic);
+      finished();
+    } finally {
       this.buffered -= 1;
       this.bufferedBytes -= size;
       for (const wake of this.roomWaiters.splice(0)) wake();

@@ -71,6 +71,8 @@ export interface ConsumerMetrics {
   inFlight(count: number): void;
   /** A record that can never be handled (undecodable) was skipped. */
   poison(topic: string): void;
+  /** A record of a full lane was moved aside (to the overflow topic), read from `topic`. */
+  parked(topic: string): void;
 }
 
 /** Where a bulk replay job's deliveries are: matched, queued or skipped (router), delivered or failed (dispatcher). */
@@ -162,6 +164,12 @@ export function createMetrics(service: string) {
     collect() {
       this.set(readOpenCircuits());
     },
+  });
+  const parked = new Counter({
+    name: 'webhook_records_parked_total',
+    help: "Records moved aside to the overflow topic because their subscription's lane was full, by the topic read from",
+    labelNames: ['topic'],
+    registers: [registry],
   });
   const deferrals = new Counter({
     name: 'webhook_retry_after_deferrals_total',
@@ -265,6 +273,7 @@ export function createMetrics(service: string) {
       lag: (topic, partition, value) => lag.set({ topic, partition: String(partition) }, value),
       inFlight: (count) => inFlight.set(count),
       poison: (topic) => poison.inc({ topic }),
+      parked: (topic) => parked.inc({ topic }),
     } satisfies ConsumerMetrics,
     routed: (deliveries: number) => {
       routed.inc({ kind: 'event' });

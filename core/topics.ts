@@ -4,6 +4,8 @@ import { retryTopicName, type Config } from './config.ts';
 export interface TopicNames {
   purchaseEvents: string;
   deliveries: string;
+  /** Where a dispatcher parks the backlog of a subscription whose lane is full, until it has room (lane.overflow). */
+  overflow: string;
   /** One per step of WEBHOOK_RETRY_DELAYS, in order; the last one repeats. */
   retries: { delayMs: number; topic: string }[];
   eventTypes: string;
@@ -15,6 +17,7 @@ export function topicNames(config: Config): TopicNames {
   return {
     purchaseEvents: `${prefix}purchase.events`,
     deliveries: `${prefix}webhook.deliveries`,
+    overflow: `${prefix}webhook.deliveries.overflow`,
     retries: delays.map((delayMs) => ({ delayMs, topic: retryTopicName(prefix, delayMs) })),
     eventTypes: `${prefix}webhook.event-types`,
   };
@@ -54,6 +57,7 @@ export function topicLayout(config: Config): TopicSpec[] {
       config: { 'retention.ms': String(7 * 86_400_000), 'max.message.bytes': String(64 * 1024 * 1024) },
     },
     { name: names.deliveries, partitions, config: delivery },
+    { name: names.overflow, partitions, config: delivery },
     ...names.retries.map(({ topic }) => ({ name: topic, partitions, config: delivery })),
     { name: names.eventTypes, partitions: 1, config: { 'cleanup.policy': 'compact' } },
   ];

@@ -5,6 +5,7 @@ import {
   deliveryMessage,
   dueAtOf,
   fromDeliveryMessage,
+  parkedMessage,
   type DeliveryRecord,
 } from '../core/deliveries/delivery-record.ts';
 import { ConsumerRunner, partitionOf, PoisonRecordError, Publisher, type ConsumedRecord } from '../core/kafka.ts';
@@ -48,7 +49,8 @@ export async function startDispatcher(
     webhook.subscriptionCacheTtlMs,
   );
   const codec = await codecFor<DeliveryRecord>(platform.registry, 'delivery', topics.deliveries);
-  for (const tier of topics.retries) await codecFor<DeliveryRecord>(platform.registry, 'delivery', tier.topic);
+  for (const tier of [...topics.retries.map((retry) => retry.topic), topics.overflow])
+    await codecFor<DeliveryRecord>(platform.registry, 'delivery', tier);
   readiness.set('schema registry', () => undefined); // it answered: the codecs above were fetched
   const publisher = await Publisher.connect(platform.kafka);
   const replayJobs = new ReplayJobStore(platform.db, webhook.historyRetentionMs);
@@ -134,7 +136,7 @@ export async function startDispatcher(
 
   const consumer = new ConsumerRunner(platform.kafka, {
     groupId: `${config.kafka.topicPrefix}webhook-dispatcher`,
-    topics: [topics.deliveries, ...topics.retries.map((tier) => tier.topic)],
+    topics: [topics.deliveries, topics.overflow, ...topics.retries.map((tier) => tier.topic)],
     maxInFlight: config.dispatcher.maxInFlight,
     lane: {
       of: (record) => record.key?.toString('utf8') ?? '',
@@ -148,6 +150,15 @@ export async function startDispatcher(
           rates.setLimit(subscriptionId, subscription?.maxDeliveriesPerSecond ?? null);
         },
         wait: (subscriptionId) => rates.wait(subscriptionId),
+      },
+      // A subscription's backlog beyond DISPATCHER_LANE_BACKLOG waits on the overflow topic, not in memory in front of
+      // every other subscription of its partitions: the same bytes and headers, due after DISPATCHER_OVERFLOW_DELAY.
+      overflow: {
+        topic: topics.overflow,
+        bound: () => config.dispatcher.laneBacklog,
+        delayMs: config.dispatcher.overflowDelayMs,
+        park: (record) =>
+          publisher.publish([parkedMessage(topics.overflow, record, config.dispatcher.overflowDelayMs)]),
       },
     },
     onMembership: (membership) => rates.setView(membership),
@@ -173,7 +184,10 @@ export async function startDispatcher(
     consumerJoined(() => consumer.assignedPartitions),
   );
   await consumer.start();
-  logger.info({ topics: [topics.deliveries, ...topics.retries.map((t) => t.topic)] }, 'dispatcher started');
+  logger.info(
+    { topics: [topics.deliveries, topics.overflow, ...topics.retries.map((t) => t.topic)] },
+    'dispatcher started',
+  );
   return async () => {
     await consumer.stop();
     await publisher.close();

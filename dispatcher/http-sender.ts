@@ -21,7 +21,7 @@ export type Sender = (outbound: OutboundRequest) => Promise<AttemptResult>;
  * An undici agent with keep-alive pools per origin whose DNS lookup refuses blocked addresses, so the address actually
  * connected to passes the SSRF rules at connect time (DNS rebinding).
  */
-export function createGuardedAgent(allowed: Cidr[], connectTimeoutMs: number, connectionsPerOrigin = 128): Agent {
+export function createGuardedAgent(allowed: Cidr[], connectTimeoutMs: number, connectionsPerOrigin = 512): Agent {
   const lookup = (
     hostname: string,
     options: object,
@@ -61,7 +61,7 @@ export function createSender(
   dispatcher: Dispatcher,
   allowed: Cidr[],
   timeoutMs: number,
-  connectionsPerOrigin = 128,
+  connectionsPerOrigin = 512,
 ): Sender {
   // Shared fairly between the subscriptions sending to one origin (origin-gate.ts).
   const gate = new OriginGate(connectionsPerOrigin);

@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import type { ConsumedRecord } from '../kafka.ts';
-import { deliveryMessage, dueAtOf, fromDeliveryMessage, type DeliveryRecord } from './delivery-record.ts';
+import {
+  deliveryMessage,
+  dueAtOf,
+  fromDeliveryMessage,
+  parkedMessage,
+  type DeliveryRecord,
+} from './delivery-record.ts';
 
 const record: DeliveryRecord = {
   deliveryId: 'del-1',
@@ -78,5 +84,18 @@ describe('delivery messages on Kafka', () => {
     expect(dueAtOf(consumed({}))).toBeUndefined();
     expect(fromDeliveryMessage(consumed({}), record)).toMatchObject({ expiryHop: false, mayBeDuplicate: false });
     expect(fromDeliveryMessage(consumed({}, true), record)).toMatchObject({ mayBeDuplicate: true });
+  });
+
+  it('a parked message is the consumed one, same key, value and headers, due after the overflow delay', () => {
+    const before = Date.now();
+    const headers = { 'due-at': '61000', 'hold-until': '21661000' };
+    const parked = parkedMessage('overflow', consumed(headers), 5_000);
+    expect(parked).toMatchObject({ topic: 'overflow', key: 'sub-1', value: Buffer.from('x') });
+    expect(parked.headers).toMatchObject({ 'hold-until': '21661000' });
+    expect(Number(parked.headers!['due-at'])).toBeGreaterThanOrEqual(before + 5_000);
+    expect(Number(parked.headers!['due-at'])).toBeLessThanOrEqual(Date.now() + 5_000);
+    expect(parked.headers).not.toHaveProperty('may-be-duplicate');
+    // Redelivered (a previous owner may have sent it): the parked copy checks the history before sending.
+    expect(parkedMessage('overflow', consumed({}, true), 5_000).headers).toMatchObject({ 'may-be-duplicate': '1' });
   });
 });

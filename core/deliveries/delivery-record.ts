@@ -57,6 +57,16 @@ export async function deliveryMessage(
   return { topic, key: series.subscriptionId, value: await encode(series), headers };
 }
 
+/**
+ * A consumed delivery message moved aside to `topic` (a full lane's overflow): the same key, value and headers, due
+ * `delayMs` from now; one that may have been handled already (redelivered) says so.
+ */
+export function parkedMessage(topic: string, message: ConsumedRecord, delayMs: number): OutgoingRecord {
+  const headers: Record<string, string> = { ...message.headers, [DUE_AT_HEADER]: String(Date.now() + delayMs) };
+  if (message.redelivered) headers[MAY_BE_DUPLICATE_HEADER] = '1';
+  return { topic, key: message.key?.toString('utf8') ?? '', value: message.value, headers };
+}
+
 /** The due time a consumed delivery message carries, if any (read without decoding the value). */
 export function dueAtOf(message: ConsumedRecord): number | undefined {
   const due = message.headers[DUE_AT_HEADER];

@@ -106,6 +106,7 @@ async function runMix(label: string, runShape: MixShape): Promise<void> {
     const page = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
     const transitions = counters(page, 'webhook_circuit_transitions_total', 'to');
     const deferrals = counters(page, 'webhook_circuit_deferrals_total').total ?? 0;
+    const parked = counters(page, 'webhook_records_parked_total').total ?? 0;
     const total = runShape.eventsPerSecond * runShape.seconds;
     console.log(
       `\n${label}: ${runShape.tenants} tenants × (${runShape.fast} fast, ${runShape.slow} slow at ${runShape.slowMs} ms, ` +
@@ -127,7 +128,7 @@ async function runMix(label: string, runShape: MixShape): Promise<void> {
           Object.entries(transitions)
             .map(([to, n]) => `${to} ${n}`)
             .join(', ') || 'none'
-        }; deferrals ${deferrals}`,
+        }; deferrals ${deferrals}; records parked ${parked}`,
     );
   } finally {
     clearInterval(sampler);

@@ -117,6 +117,9 @@ describe('bulk replay', () => {
       KAFKA_TOPIC_PREFIX: `${testEnv().KAFKA_TOPIC_PREFIX}bulk${randomUUID().slice(0, 8)}.`,
       WEBHOOK_RETRY_DELAYS: '1s',
       WEBHOOK_DELIVERY_LIFETIME: '5s',
+      // Every original is attempted (the replays are compared with what the receiver got): no circuit breaker, which
+      // would defer the deliveries of the failing receiver unsent.
+      DISPATCHER_CIRCUIT_FAILURES: '0',
       WEBHOOK_ATTEMPT_TIMEOUT: '3s',
       WEBHOOK_SUBSCRIPTION_CACHE_TTL: '200ms',
       WEBHOOK_ALLOW_HTTP: 'true',
