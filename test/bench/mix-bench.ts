@@ -118,7 +118,7 @@ async function runMix(label: string, runShape: MixShape): Promise<void> {
       if (f.subscriptions === 0) continue;
       console.log(
         `  ${kind.padEnd(8)} ${String(f.subscriptions).padStart(3)} subscriptions: received ${f.received} of ${f.expected}` +
-          `${f.duplicates ? `, ${f.duplicates} duplicate requests` : ''}; event → receipt p50 ${f.p50} ms, p99 ${f.p99} ms, max ${f.max} ms`,
+          `${f.duplicates ? `, ${f.duplicates} requests again (retries; duplicates if it answered 2xx)` : ''}; event → receipt p50 ${f.p50} ms, p99 ${f.p99} ms, max ${f.max} ms`,
       );
     }
     console.log(`  fast deliveries all arrived within 60 s of the last event: ${all ? 'yes' : 'NO'}`);
