@@ -136,7 +136,9 @@ export async function startDispatcher(
 
   const consumer = new ConsumerRunner(platform.kafka, {
     groupId: `${config.kafka.topicPrefix}webhook-dispatcher`,
-    topics: [topics.deliveries, topics.overflow, ...topics.retries.map((tier) => tier.topic)],
+    // The overflow last: kafkajs' round-robin assignor deals partitions out in this order, and a topic between the
+    // deliveries and the retry tiers would change which member owns which of their partitions.
+    topics: [topics.deliveries, ...topics.retries.map((tier) => tier.topic), topics.overflow],
     maxInFlight: config.dispatcher.maxInFlight,
     lane: {
       of: (record) => record.key?.toString('utf8') ?? '',

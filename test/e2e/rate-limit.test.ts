@@ -95,16 +95,24 @@ describe('maxDeliveriesPerSecond across two dispatchers', () => {
     const owner = (topic: string, key: string) =>
       members.find((member) => member.assignment[topic]?.includes(partitionOf(key, partitions(topic))))?.memberId;
     const firstTier = topics.retries[0]!.topic;
-    // An id whose first attempts and first retries are consumed by different dispatchers.
-    let limitedId = randomUUID();
-    while (owner(topics.deliveries, limitedId) === owner(firstTier, limitedId)) limitedId = randomUUID();
+    // An id whose first attempts and first retries are consumed by different dispatchers (bounded: an assignment
+    // where no partition of the two topics has different owners fails here, naming it, instead of spinning).
+    const search = (matches: (id: string) => boolean, what: string) => {
+      for (let tries = 0; tries < 10_000; tries += 1) {
+        const id = randomUUID();
+        if (matches(id)) return id;
+      }
+      throw new Error(`no subscription id ${what}; group assignment ${JSON.stringify(members)}`);
+    };
+    const limitedId = search(
+      (id) => owner(topics.deliveries, id) !== owner(firstTier, id),
+      'whose deliveries and first retries have different owners',
+    );
     // The unlimited subscription shares the limited one's deliveries partition: the limit must not hold it up.
-    let freeId = randomUUID();
-    while (
-      partitionOf(freeId, partitions(topics.deliveries)) !== partitionOf(limitedId, partitions(topics.deliveries))
-    ) {
-      freeId = randomUUID();
-    }
+    const freeId = search(
+      (id) => partitionOf(id, partitions(topics.deliveries)) === partitionOf(limitedId, partitions(topics.deliveries)),
+      "on the limited one's deliveries partition",
+    );
 
     const tenantId = `tenant-${randomUUID().slice(0, 8)}`;
     let firstAttempts = 0;
