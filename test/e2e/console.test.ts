@@ -72,6 +72,7 @@ describe('operator console in a browser', () => {
   const pageErrors: string[] = [];
   /** The page's last requests, as a check that fails on the page's progress reports them. */
   const network: string[] = [];
+  let started = Date.now();
   // Shared by the steps, in order.
   let subscriptionId = '';
   let secret = '';
@@ -133,7 +134,7 @@ describe('operator console in a browser', () => {
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
     page = context.pages()[0] ?? (await context.newPage());
     page.on('pageerror', (error) => pageErrors.push(`pageerror: ${error.message}`));
-    const started = Date.now();
+    started = Date.now();
     const log = (line: string) => {
       network.push(`${((Date.now() - started) / 1000).toFixed(3)} s ${line}`);
       if (network.length > 40) network.shift();
@@ -196,15 +197,37 @@ describe('operator console in a browser', () => {
     }));
   const row = (id: string) => page.locator(`tr[data-id="${id}"]`);
   /** A check of the page's progress that, failing, says what the page last requested and received. */
-  const withNetwork = async (check: Promise<unknown>) => {
+  const withNetwork = async (check: Promise<unknown>, trace: string[] = []) => {
     try {
       await check;
     } catch (error) {
-      throw new Error(`${(error as Error).message}\nthe page's last requests:\n${network.join('\n')}`, {
-        cause: error,
-      });
+      const now = await page
+        .evaluate(() => {
+          const more = [...document.querySelectorAll('button')].find((button) => button.textContent === 'Load more');
+          return JSON.stringify({
+            more: more && { hidden: more.hidden, disabled: more.disabled, connected: more.isConnected },
+            summary: document.querySelector('.summary')?.textContent,
+            problems: [...document.querySelectorAll('.problem')].map((problem) => problem.textContent),
+          });
+        })
+        .catch((failure: Error) => `page.evaluate failed: ${failure.message}`);
+      throw new Error(
+        `${(error as Error).message}\nthe page now: ${now}\nthe checks made:\n${trace.join('\n')}` +
+          `\nthe page's last requests:\n${network.join('\n')}`,
+        { cause: error },
+      );
     }
   };
+  /** A check's evaluations, with when each began and how long it took, for withNetwork's report. */
+  const traced =
+    <T>(trace: string[], check: () => Promise<T>) =>
+    async () => {
+      const began = Date.now();
+      const value = await check();
+      trace.push(`${((began - started) / 1000).toFixed(3)} s: ${JSON.stringify(value)} in ${Date.now() - began} ms`);
+      if (trace.length > 30) trace.shift();
+      return value;
+    };
   const validateOrder = async () => {
     const item = await call('POST', '/CorePurchase/REST/Items', {
       code: `BOLT-${randomUUID().slice(0, 6)}`,
@@ -608,8 +631,14 @@ describe('operator console in a browser', () => {
     // Each click loads until it finds rows or the end (a stretch of empty hours takes several requests).
     for (let clicks = 0; await more.isVisible(); clicks += 1) {
       expect(clicks).toBeLessThan(10);
+      const trace: string[] = [];
+      trace.push(`${((Date.now() - started) / 1000).toFixed(3)} s: click ${clicks + 1}`);
       await more.click();
-      await withNetwork(expect.poll(async () => (await more.isHidden()) || (await more.isEnabled()), UI).toBe(true));
+      const settled = traced(trace, async () => ({ hidden: await more.isHidden(), enabled: await more.isEnabled() }));
+      await withNetwork(
+        expect.poll(async () => ((state) => state.hidden || state.enabled)(await settled()), UI).toBe(true),
+        trace,
+      );
     }
     expect(await page.getByText('End of the history.').isVisible()).toBe(true);
     expect(await ids()).toEqual(listed);
