@@ -627,7 +627,10 @@ describe('operator console in a browser', () => {
     await page.getByRole('heading', { level: 1, name: 'Deliveries' }).waitFor();
     const ids = () => page.locator('tbody tr').evaluateAll((rows) => rows.map((row) => row.dataset.id ?? ''));
     await expect.poll(async () => (await ids()).length, UI).toBe(50);
-    const more = page.getByRole('button', { name: 'Load more' });
+    // includeHidden: a role locator skips hidden elements, and isEnabled() then waits for the button to show again,
+    // forever. The check below asked isHidden(), then isEnabled(): a button hidden between the two (the end of the
+    // history reached) hung it until its deadline (CI failed on this).
+    const more = page.getByRole('button', { name: 'Load more', includeHidden: true });
     // Each click loads until it finds rows or the end (a stretch of empty hours takes several requests).
     for (let clicks = 0; await more.isVisible(); clicks += 1) {
       expect(clicks).toBeLessThan(10);
