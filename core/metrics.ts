@@ -371,6 +371,11 @@ export async function serveMetrics(
       .then((text) => response.writeHead(200, { 'content-type': registry.contentType }).end(text))
       .catch(() => response.writeHead(500).end());
   });
-  await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (error) =>
+      reject(new Error(`cannot serve metrics on ${host}:${port} (METRICS_PORT): ${error.message}`, { cause: error })),
+    );
+    server.listen(port, host, resolve);
+  });
   return server;
 }

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Supervisor, type SupervisedChild, type SupervisorOptions } from './supervisor.ts';
@@ -126,4 +127,27 @@ export async function waitForHttp(
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
   throw new Error(`${what} was not ready at ${url} within ${timeoutMs} ms`);
+}
+
+const FIRST_PORT = 20_000;
+const LAST_PORT = 32_767;
+
+/**
+ * A port free on 127.0.0.1 now, for a server started next (a service's METRICS_PORT, a receiver). It is drawn below
+ * the kernel's ephemeral range (32768 and up): a port the kernel handed out for listen(0) and that was closed again
+ * could be taken, before the server binds it, as the local port of any outgoing connection (the suite opens thousands),
+ * and the service then died at start with EADDRINUSE. Below that range only another explicit bind can take it.
+ */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = FIRST_PORT + Math.floor(Math.random() * (LAST_PORT - FIRST_PORT + 1));
+    const probe = createServer();
+    const bound = await new Promise<boolean>((resolve) => {
+      probe.once('error', () => resolve(false));
+      probe.listen(port, '127.0.0.1', () => resolve(true));
+    });
+    if (!bound) continue;
+    await new Promise((resolve) => probe.close(resolve));
+    return port;
+  }
 }

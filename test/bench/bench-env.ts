@@ -1,8 +1,6 @@
 // What the delivery benches share: the environment of a run on its own keyspace and topics, a free port, a process's
 // resident memory.
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { ensureServers } from '../../infra/servers.ts';
 
 /** A router's and a dispatcher's environment on the local servers, on keyspace and topics named after `run`. */
@@ -24,14 +22,6 @@ export function benchEnv(
     LOG_LEVEL: 'warn',
     ...extra,
   };
-}
-
-export async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
 }
 
 /** A process's resident memory in MB; NaN once it has exited. */

@@ -35,7 +35,8 @@ import { nodeFlagsFor, repoRoot, spawnService, type ServiceRuntime } from '../..
 import { deprovision, provision } from '../../infra/provision.ts';
 import { ensureServers } from '../../infra/servers.ts';
 import { eventPublisher } from '../support/events.ts';
-import { benchEnv, freePort, rssMb } from './bench-env.ts';
+import { freePort } from '../../infra/processes.ts';
+import { benchEnv, rssMb } from './bench-env.ts';
 import { ceilingOf, formatCeiling, fractionOfCeiling, measureLoopbackCeiling } from './loopback-ceiling.ts';
 import { formatRuntime, formatStage, scrapeStages } from './stage-histograms.ts';
 import { CpuMeter, formatCpu, localServerPids } from './process-cpu.ts';

@@ -20,7 +20,8 @@ import { buildServices } from '../../infra/build.ts';
 import { repoRoot, spawnService, type ServiceRuntime } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
 import { ensureServers } from '../../infra/servers.ts';
-import { benchEnv, freePort, rssMb } from './bench-env.ts';
+import { freePort } from '../../infra/processes.ts';
+import { benchEnv, rssMb } from './bench-env.ts';
 import { healthyOnly, ISSUE_MIX, KINDS, setUpMix, type MixShape } from '../support/mix.ts';
 
 const { values } = parseArgs({

@@ -8,8 +8,6 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
@@ -23,7 +21,7 @@ import { topicNames } from '../../core/topics.ts';
 import { ClientStore } from '../../infra/client-store.ts';
 import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/identity-provider.ts';
 import { buildServices } from '../../infra/build.ts';
-import { repoRoot, spawnService, waitForHttp } from '../../infra/processes.ts';
+import { freePort, repoRoot, spawnService, waitForHttp } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
 import { ensureServers } from '../../infra/servers.ts';
 import { CpuMeter, formatCpu, localServerPids } from './process-cpu.ts';
@@ -100,15 +98,6 @@ const env: Record<string, string> = {
 };
 const logger = createLogger('bench', 'warn');
 await provision(loadConfig(env), logger);
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const probe = createServer();
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
 
 // The dev identity provider in this process, on a free port; the gateway fetches its keys from it.
 const db = await connectCassandra(loadConfig(env));

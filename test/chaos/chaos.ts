@@ -18,8 +18,6 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { connectCassandra } from '../../core/cassandra.ts';
@@ -30,7 +28,7 @@ import { SubscriptionStore } from '../../core/subscriptions/subscription-store.t
 import { blankSubscription } from '../../core/subscriptions/subscription.ts';
 import { ClientStore } from '../../infra/client-store.ts';
 import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/identity-provider.ts';
-import { repoRoot, superviseService, waitForHttp } from '../../infra/processes.ts';
+import { freePort, repoRoot, superviseService, waitForHttp } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
 import { ensureServers, type ServerName } from '../../infra/servers.ts';
 import type { Supervisor } from '../../infra/supervisor.ts';
@@ -75,13 +73,6 @@ const t0 = Date.now();
 const clock = () => `${((Date.now() - t0) / 1000).toFixed(1).padStart(6)} s`;
 const say = (line: string) => console.log(`[chaos ${clock()}] ${line}`);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const freePort = async () => {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-};
 const seconds = (ms: number | undefined) => (ms === undefined ? '—' : `${(ms / 1000).toFixed(1)} s`);
 
 const root = path.join(repoRoot, '.local');

@@ -1,6 +1,7 @@
 // Helpers for integration and end-to-end tests: the dev identity provider in-process, real HTTP receivers on
 // 127.0.0.1, the services as processes, and waitFor instead of sleeps.
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -10,7 +11,9 @@ import { loadConfig } from '../../core/config.ts';
 import { IntegratorStore, type ApiName } from '../../core/integrators/integrator-store.ts';
 import { ClientStore } from '../../infra/client-store.ts';
 import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/identity-provider.ts';
-import { repoRoot, spawnService, waitForHttp, type ServiceProcess } from '../../infra/processes.ts';
+import { freePort, repoRoot, spawnService, waitForHttp, type ServiceProcess } from '../../infra/processes.ts';
+
+export { freePort };
 
 export const testEnv = () => inject('testEnv');
 
@@ -32,14 +35,6 @@ export async function waitFor<T>(
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
-}
-
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /** The dev identity provider on a random port, with helpers to make registered clients and tokens. */
@@ -130,15 +125,24 @@ export async function startServices(
 ) {
   const entries = { gateway: 'api/main.ts', router: 'router/main.ts', dispatcher: 'dispatcher/main.ts' };
   const logs = path.join(repoRoot, '.local', 'logs', 'tests');
+  let stopping = false;
   const services: ServiceProcess[] = names.map((name, index) => {
     // A second process of a service (two dispatchers in one group) gets its own log file.
     const nth = names.slice(0, index).filter((other) => other === name).length;
-    return spawnService(
+    const logFile = path.join(logs, `${name}${nth > 0 ? `-${nth + 1}` : ''}-${env.CASSANDRA_KEYSPACE}.log`);
+    const service = spawnService(
       name,
       entries[name],
       { ...process.env, ...env, ...perService[name], ...perInstance[index] },
-      path.join(logs, `${name}${nth > 0 ? `-${nth + 1}` : ''}-${env.CASSANDRA_KEYSPACE}.log`),
+      logFile,
     );
+    // A service that dies unasked (at start: a port taken, a bad setting) otherwise shows only as timeouts later.
+    void service.exited.then((code) => {
+      if (stopping) return;
+      const tail = readFileSync(logFile, 'utf8').split('\n').slice(-15).join('\n');
+      console.error(`${name} (pid ${service.child.pid}) exited unasked, code ${code}; the end of ${logFile}:\n${tail}`);
+    });
+    return service;
   });
   if (names.includes('gateway')) {
     const gateway = services[names.indexOf('gateway')]!;
@@ -146,6 +150,9 @@ export async function startServices(
   }
   return {
     services,
-    stop: () => Promise.all(services.map((service) => service.stop())),
+    stop: () => {
+      stopping = true;
+      return Promise.all(services.map((service) => service.stop()));
+    },
   };
 }
