@@ -194,6 +194,24 @@ describe('loadConfig overrides', () => {
       [20, 2_000],
     ],
     [
+      "a tenant's share of the dispatcher's slots: half by default, of the configured total, or configured",
+      {},
+      (c) => [c.dispatcher.maxInFlight, c.dispatcher.maxInFlightPerTenant],
+      [500, 250],
+    ],
+    [
+      "a tenant's share of 7 slots (rounded up)",
+      { DISPATCHER_MAX_IN_FLIGHT: '7' },
+      (c) => [c.dispatcher.maxInFlight, c.dispatcher.maxInFlightPerTenant],
+      [7, 4],
+    ],
+    [
+      "a tenant's share configured",
+      { DISPATCHER_MAX_IN_FLIGHT_PER_TENANT: '100' },
+      (c) => c.dispatcher.maxInFlightPerTenant,
+      100,
+    ],
+    [
       'circuit breaker configured',
       { DISPATCHER_CIRCUIT_FAILURES: '0', DISPATCHER_CIRCUIT_OPEN: '5s', DISPATCHER_CIRCUIT_MAX_OPEN: '10m' },
       (c) => c.dispatcher.circuit,

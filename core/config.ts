@@ -70,7 +70,13 @@ export interface Config {
   /** Events the router routes at once: with a store write taking tens of ms under load, this caps its throughput. */
   readonly router: { readonly maxInFlight: number };
   readonly dispatcher: {
+    /**
+     * The dispatcher's slots (DISPATCHER_MAX_IN_FLIGHT): deliveries it works on at once. A delivery holds one for the
+     * dispatcher's own work, not while it waits for the receiver's answer. Tenants take free slots in turn, and one
+     * tenant holds at most DISPATCHER_MAX_IN_FLIGHT_PER_TENANT (by default half of them).
+     */
     readonly maxInFlight: number;
+    readonly maxInFlightPerTenant: number;
     readonly maxInFlightPerSubscription: number;
     /** Connections the dispatcher keeps open to one receiver origin at most. */
     readonly connectionsPerOrigin: number;
@@ -135,6 +141,7 @@ export function loadConfig(env: Env = process.env): Config {
   const topicPrefix = read.string('KAFKA_TOPIC_PREFIX', '');
   const replication = readReplication(read);
   const retryDelaysMs = read.durations('WEBHOOK_RETRY_DELAYS', '1m,2m,4m,8m,16m,32m,64m,128m,4h');
+  const dispatcherSlots = read.integer('DISPATCHER_MAX_IN_FLIGHT', 500, 1, 100_000);
   const config: Config = {
     kafka: {
       brokers: read.list('KAFKA_BROKERS', ['127.0.0.1:9092']),
@@ -185,7 +192,13 @@ export function loadConfig(env: Env = process.env): Config {
     purchase: { outboxRelay: read.boolean('PURCHASE_OUTBOX_RELAY', true) },
     router: { maxInFlight: read.integer('ROUTER_MAX_IN_FLIGHT', 200, 1, 100_000) },
     dispatcher: {
-      maxInFlight: read.integer('DISPATCHER_MAX_IN_FLIGHT', 500, 1, 100_000),
+      maxInFlight: dispatcherSlots,
+      maxInFlightPerTenant: read.integer(
+        'DISPATCHER_MAX_IN_FLIGHT_PER_TENANT',
+        Math.max(1, Math.ceil(dispatcherSlots / 2)),
+        1,
+        100_000,
+      ),
       maxInFlightPerSubscription: read.integer('DISPATCHER_MAX_IN_FLIGHT_PER_SUBSCRIPTION', 20, 1, 10_000),
       connectionsPerOrigin: read.integer('DISPATCHER_CONNECTIONS_PER_ORIGIN', 512, 1, 100_000),
       adaptiveConcurrency: read.boolean('DISPATCHER_ADAPTIVE_CONCURRENCY', true),

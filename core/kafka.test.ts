@@ -235,19 +235,25 @@ function fakeKafka() {
   };
 }
 
-/** A runner on a fake consumer whose handler holds every record until the test finishes it. */
-async function startRunner(options: Partial<ConsumerOptions>) {
+/**
+ * A runner on a fake consumer whose handler holds every record until the test finishes it; records of the lanes
+ * `waitsOutside` names release their slot first, as a handler waiting for a receiver's answer does.
+ */
+async function startRunner(options: Partial<ConsumerOptions>, waitsOutside: (key: string) => boolean = () => false) {
   const fake = fakeKafka();
   const held: { record: ConsumedRecord; finish: () => void }[] = [];
+  const startedKeys: string[] = [];
   let started = 0;
   const runner = new ConsumerRunner(fake.kafka, {
     groupId: 'g',
     topics: ['deliveries'],
     maxInFlight: 100,
     logger: pino({ level: 'silent' }),
-    handle: (record) =>
+    handle: (record, slot) =>
       new Promise<void>((resolve) => {
         started += 1;
+        startedKeys.push(record.key!.toString());
+        if (waitsOutside(record.key!.toString())) slot.release();
         held.push({ record, finish: resolve });
       }),
     ...options,
@@ -260,6 +266,8 @@ async function startRunner(options: Partial<ConsumerOptions>) {
     /** Records being handled now, by lane key. */
     active: (key: string) => held.filter((entry) => entry.record.key?.toString() === key).length,
     started: () => started,
+    /** The lane keys of the records started, in order. */
+    startedKeys,
     /** Finishes the oldest record being handled of lane `key` (any lane when omitted), then lets the runner react. */
     finish: async (key?: string) => {
       const index = held.findIndex((entry) => key === undefined || entry.record.key?.toString() === key);
@@ -401,6 +409,67 @@ describe('ConsumerRunner lanes with a dynamic limit', () => {
     await t.finish('slow');
     await slow;
     expect(fedSlow).toBe(true);
+  });
+
+  it('a record waiting outside (its slot released) holds only its lane: the slots go on to the others', async () => {
+    const t = await startRunner(
+      { maxInFlight: 2, lane: { of: (record) => record.key!.toString(), limit: 3 } },
+      (key) => key === 'hanging',
+    );
+    runners.push(t);
+    await t.fake.feed(0, 0, ['hanging', 'hanging', 'hanging', 'hanging', 'fast', 'fast', 'fast']);
+    await t.settle();
+    // The hanging lane's three are all started (its limit), none holding a slot; the fast lane takes both slots.
+    expect([t.active('hanging'), t.active('fast')]).toEqual([3, 2]);
+    await t.finish('fast');
+    expect([t.active('hanging'), t.active('fast')]).toEqual([3, 2]); // the freed slot went to the third fast one
+    expect(t.started()).toBe(6);
+    expect(t.runner.activeCount).toBe(5); // records being handled, with a slot or not
+  });
+
+  it("shares the slots between groups in turn: a tenant's first record goes ahead of another's backlog", async () => {
+    const t = await startRunner({
+      maxInFlight: 2,
+      maxInFlightPerGroup: 2,
+      maxBuffered: 100,
+      lane: {
+        of: (record) => record.key!.toString(),
+        limit: 100,
+        group: async (record) => record.key!.toString().split(':')[0]!,
+      },
+    });
+    runners.push(t);
+    await t.fake.feed(
+      0,
+      0,
+      Array.from({ length: 40 }, (_, index) => `big:sub${index % 4}`),
+    );
+    await t.fake.feed(1, 0, ['small:only']);
+    await t.settle();
+    expect(t.startedKeys).toEqual(['big:sub0', 'big:sub1']);
+    await t.finish('big:sub0');
+    // Next in turn: the other tenant, then the big one's subscriptions in turn.
+    expect(t.startedKeys.slice(2)).toEqual(['small:only']);
+    await t.finish('big:sub1');
+    await t.finish('small:only');
+    expect(t.startedKeys.slice(3)).toEqual(['big:sub2', 'big:sub3']);
+  });
+
+  it('holds a group to maxInFlightPerGroup while another group uses the other slots', async () => {
+    const t = await startRunner({
+      maxInFlight: 4,
+      maxInFlightPerGroup: 2,
+      lane: { of: (record) => record.key!.toString(), limit: 100, group: (record) => record.key!.toString()[0]! },
+    });
+    runners.push(t);
+    await t.fake.feed(0, 0, ['a1', 'a2', 'a3', 'a4', 'a5']);
+    await t.settle();
+    expect(t.started()).toBe(2); // two slots stay free for the other tenants
+    await t.fake.feed(1, 0, ['b1', 'b2', 'b3']);
+    await t.settle();
+    expect(t.startedKeys).toEqual(['a1', 'a2', 'b1', 'b2']);
+    await t.finish('a1');
+    expect(t.startedKeys.at(-1)).toBe('a3');
   });
 });
 
@@ -705,5 +774,35 @@ describe('ConsumerRunner lanes with an overflow (a full lane parks its backlog)'
     expect(t.parked.map((entry) => entry.offset)).toEqual(['5']);
     await t.runner.commit();
     expect(t.fake.committed.get(0)).toBe(6n);
+  });
+
+  it('parks sooner when many lanes are backlogged: each keeps at most its share of half the buffer', async () => {
+    const parked: string[] = [];
+    const t = await startRunner({
+      maxBuffered: 40,
+      lane: {
+        of: (record) => record.key!.toString(),
+        limit: 1,
+        overflow: {
+          topic: 'overflow',
+          bound: () => 100,
+          delayMs: 60_000,
+          park: async (record) => void parked.push(record.key!.toString()),
+        },
+      },
+    });
+    runners.push(t);
+    // Ten records of each of five lanes, interleaved; each lane lets one in at a time. Under the bound alone (100), the
+    // lanes' waiting records would fill the buffer (40) and reading would stop; at their share (half the buffer over
+    // five lanes: 4 each) the rest go aside.
+    const lanes = ['a', 'b', 'c', 'd', 'e'];
+    await t.fake.feed(
+      0,
+      0,
+      Array.from({ length: 50 }, (_, index) => lanes[index % 5]!),
+    );
+    await t.settle();
+    expect(lanes.map((lane) => t.active(lane))).toEqual([1, 1, 1, 1, 1]);
+    expect(lanes.map((lane) => parked.filter((key) => key === lane).length)).toEqual([5, 5, 5, 5, 5]);
   });
 });

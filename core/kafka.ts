@@ -17,6 +17,7 @@ import {
   type IHeaders,
   type LogEntry,
 } from 'kafkajs';
+import { FairSlots } from './fair-slots.ts';
 import { patchRequestQueue } from './kafkajs-request-queue.ts';
 import type { Logger } from './log.ts';
 import type { ConsumerMetrics } from './metrics.ts';
@@ -235,12 +236,21 @@ export async function stableGroupMembers(
 export interface ConsumerOptions {
   groupId: string;
   topics: string[];
-  /** Resolves once the record's outcome is durable; only then can its offset be committed. */
-  handle: (record: ConsumedRecord) => Promise<void>;
+  /**
+   * Resolves once the record's outcome is durable; only then can its offset be committed. `slot.release()` gives the
+   * record's slot back early: a handler calls it when it starts waiting on something outside the process (a
+   * receiver's answer), so that a record waiting on a slow or hanging party holds its lane and nothing shared.
+   */
+  handle: (record: ConsumedRecord, slot: { release(): void }) => Promise<void>;
   /** Epoch ms before which the record must not be handled (retry tiers); the partition is paused until then. */
   dueAt?: (record: ConsumedRecord) => number | undefined;
-  /** Records handled at once across all partitions. */
+  /**
+   * Slots: records handled at once across all partitions (a record whose handler released its slot no longer counts).
+   * A freed slot goes to the groups (lane.group, e.g. tenants) in turn, and within one to its lanes in turn (FairSlots).
+   */
   maxInFlight: number;
+  /** Slots one group may hold at once (default maxInFlight). */
+  maxInFlightPerGroup?: number;
   /**
    * Records read ahead and waiting for their lane or a slot (default 10 × maxInFlight), and their bytes (default
    * 64 MiB): the bound on what a consumer holds in memory. One lane may take at most half of it.
@@ -254,6 +264,8 @@ export interface ConsumerOptions {
   lane?: {
     of: (record: ConsumedRecord) => string;
     limit: number | ((key: string) => number);
+    /** The group (e.g. tenant) the record's lane belongs to, for sharing slots; asked after `pace.prepare`. */
+    group?: (record: ConsumedRecord) => string | Promise<string>;
     /**
      * A pace on lanes (a rate limit): `prepare` runs before a record enters its lane (it holds no slot meanwhile) and
      * may look up what `wait` needs; `wait(key)` is asked before the lane's head starts: 0 lets it start (and counts
@@ -296,8 +308,9 @@ export class ConsumerRunner {
   /** Records accepted and not finished (waiting for a lane or a slot, or being handled), and their bytes. */
   private buffered = 0;
   private bufferedBytes = 0;
-  /** Records being handled. */
+  /** Records being handled (holding a slot or not). */
   private inFlight = 0;
+  private readonly slots: FairSlots;
   private readonly lanes = new Map<string, Lane>();
   private readonly trackers = new Map<string, OffsetTracker>();
   /** Per partition, its high watermark when this member joined: offsets below it may be redelivered. */
@@ -305,8 +318,6 @@ export class ConsumerRunner {
   private admin: Admin | undefined;
   /** Woken whenever a record finishes: readers waiting for buffer room. */
   private readonly roomWaiters: (() => void)[] = [];
-  /** Records whose lane admitted them, waiting for one of the maxInFlight slots, first come first served. */
-  private readonly slotWaiters: (() => void)[] = [];
   private readonly maxBuffered: number;
   private readonly maxBufferedBytes: number;
   private readonly resumeTimers = new Set<NodeJS.Timeout>();
@@ -316,6 +327,8 @@ export class ConsumerRunner {
   private assigned: number | undefined;
   /** Joins and rebalances seen: a membership read for an older one is dropped. */
   private joins = 0;
+  /** Lanes with records waiting to enter (at their limit): the lanes the read-ahead buffer is shared between. */
+  private waitingLanes = 0;
   /** Per lane, until when its new records are parked behind those it parked (lane.overflow). */
   private readonly parkedUntil = new Map<string, number>();
 
@@ -325,6 +338,7 @@ export class ConsumerRunner {
   ) {
     this.maxBuffered = options.maxBuffered ?? options.maxInFlight * 10;
     this.maxBufferedBytes = options.maxBufferedBytes ?? 64 * 1024 * 1024;
+    this.slots = new FairSlots(options.maxInFlight, options.maxInFlightPerGroup ?? options.maxInFlight);
   }
 
   get activeCount(): number {
@@ -507,6 +521,8 @@ export class ConsumerRunner {
         this.options.logger.warn({ err: error, topic: record.topic, offset: record.offset }, 'lane pace lookup failed');
       }
     }
+    // Asked only when there is a group to ask: without one, the record enters its lane in this same turn.
+    const group = this.options.lane?.group ? await this.groupOf(record) : '';
     let lane: Lane | undefined;
     if (laneKey !== undefined) {
       lane = this.lanes.get(laneKey) ?? { active: 0, waiting: [] };
@@ -515,18 +531,20 @@ export class ConsumerRunner {
     const size = record.value?.length ?? 0;
     try {
       if (lane && laneKey !== undefined) await this.enterLane(laneKey, lane);
-      await this.takeSlot();
+      const release = await this.slots.take(group, laneKey ?? '');
+      this.inFlight += 1;
+      this.options.metrics?.inFlight(this.inFlight);
       try {
         // Stopping, or the group rebalancing since the record was fetched: a record not started yet stays unfinished,
         // so it is not committed, and whoever owns its partition next reads it again, flagged as redelivered. Started
         // here too, it would be sent by two members at once (both reading its stored state as still queued).
         if (this.stopping || generation !== this.joins) return;
-        await this.handleUntilDurable(record);
+        await this.handleUntilDurable(record, { release });
         finished();
       } finally {
+        release();
         this.inFlight -= 1;
         this.options.metrics?.inFlight(this.inFlight);
-        this.slotWaiters.shift()?.();
       }
     } finally {
       if (lane && laneKey !== undefined) this.leaveLane(laneKey, lane);
@@ -537,12 +555,20 @@ export class ConsumerRunner {
     }
   }
 
-  /** Whether the record goes aside (lane.overflow): its lane is full, or parked records of it are still aside. */
+  /**
+   * Whether the record goes aside (lane.overflow): its lane is full, or parked records of it are still aside. A lane is
+   * full at overflow.bound records waiting, or sooner at its share of half the read-ahead buffer among the lanes with
+   * records waiting: a hundred backlogged subscriptions would otherwise fill the buffer below their bound each, and
+   * then nobody's records were read.
+   */
   private mustPark(record: ConsumedRecord, laneKey: string): boolean {
     const overflow = this.options.lane?.overflow;
     if (!overflow || this.stopping) return false;
     const lane = this.lanes.get(laneKey);
-    if (lane !== undefined && lane.waiting.length >= Math.max(1, overflow.bound(laneKey))) return true;
+    if (lane !== undefined && lane.waiting.length > 0) {
+      const share = Math.floor(this.maxBuffered / 2 / this.waitingLanes);
+      if (lane.waiting.length >= Math.max(1, Math.min(overflow.bound(laneKey), share))) return true;
+    }
     if (record.topic === overflow.topic) return false;
     const until = this.parkedUntil.get(laneKey);
     if (until === undefined) return false;
@@ -587,10 +613,10 @@ export class ConsumerRunner {
    * A handler error means the outcome is not durable yet (store or broker down): try again, never skip; except a
    * PoisonRecordError, which no retry can cure. A record tried again is flagged as redelivered.
    */
-  private async handleUntilDurable(record: ConsumedRecord): Promise<void> {
+  private async handleUntilDurable(record: ConsumedRecord, slot: { release(): void }): Promise<void> {
     for (let attempt = 0; ; attempt += 1) {
       try {
-        return await this.options.handle(record);
+        return await this.options.handle(record, slot);
       } catch (error) {
         if (error instanceof PoisonRecordError) {
           this.options.metrics?.poison(record.topic);
@@ -638,17 +664,22 @@ export class ConsumerRunner {
     this.bufferedBytes += size;
   }
 
-  private async takeSlot(): Promise<void> {
-    if (this.inFlight >= this.options.maxInFlight) {
-      await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+  /** The record's group for FairSlots ('' without lane.group, or when it cannot be told). */
+  private async groupOf(record: ConsumedRecord): Promise<string> {
+    const group = this.options.lane?.group;
+    if (!group) return '';
+    try {
+      return await group(record);
+    } catch (error) {
+      this.options.logger.warn({ err: error, topic: record.topic, offset: record.offset }, 'lane group lookup failed');
+      return '';
     }
-    this.inFlight += 1;
-    this.options.metrics?.inFlight(this.inFlight);
   }
 
   /** Queues the record in its lane and lets the lane's head in if the lane is under its limit. */
   private enterLane(key: string, lane: Lane): Promise<void> {
     const entered = new Promise<void>((resolve) => lane.waiting.push(resolve));
+    if (lane.waiting.length === 1) this.waitingLanes += 1;
     this.admit(key, lane);
     return entered;
   }
@@ -682,6 +713,7 @@ export class ConsumerRunner {
       }
       lane.active += 1;
       lane.waiting.shift()!();
+      if (lane.waiting.length === 0) this.waitingLanes -= 1;
     }
   }
 

@@ -108,7 +108,7 @@ function setup(options: Setup = {}) {
     finish: vi.fn(async (_series: SeriesRef, _status: DeliveryStatus, _reason: string, _attemptsMade: number) => {
       log.push('finish');
     }),
-    defer: vi.fn(async (_series: SeriesRef, _attemptsMade: number, _nextRetryAt: Date, _reason: string) => {
+    defer: vi.fn(async (_series: SeriesRef, _attemptsMade: number, _nextRetryAt: Date | null, _reason: string) => {
       log.push('defer');
     }),
     state: vi.fn(async (_tenantId: string, _deliveryId: string) => {
@@ -238,6 +238,20 @@ describe('delivery handler: the request', () => {
     const t = setup();
     await t.handle(deliveryRecord({ attempt }));
     expect(lower(t.sent[0]!.headers)['x-webhook-attempt']).toBe(String(attempt));
+  });
+
+  it("gives the dispatcher's slot back before it waits for the receiver, and only when an attempt goes out", async () => {
+    const t = setup();
+    const slot = { release: vi.fn(() => t.log.push('release')) };
+    await t.handle(deliveryRecord(), slot);
+    expect(t.log.slice(0, 2)).toEqual(['release', 'send']);
+    expect(slot.release).toHaveBeenCalledTimes(1);
+
+    const deleted = setup({ subscription: undefined });
+    const kept = { release: vi.fn() };
+    await deleted.handle(deliveryRecord(), kept);
+    expect(deleted.send).not.toHaveBeenCalled();
+    expect(kept.release).not.toHaveBeenCalled(); // the runner releases it when the record is done
   });
 
   it('puts the signature under the header name chosen on the subscription, and only there', async () => {
@@ -916,6 +930,12 @@ describe('delivery handler: circuit breaker', () => {
     const [, next] = t.scheduleRetry.mock.calls[0]!;
     expect(next).toMatchObject({ expiryHop: true });
     expect(next).not.toHaveProperty('holdUntil');
+    // No retry will be made: the history shows none, and says the delivery ends at its deadline.
+    const [, , nextRetryAt, reason] = t.attempts.defer.mock.calls[0]!;
+    expect(nextRetryAt).toBeNull();
+    expect(reason).toMatch(
+      new RegExp(`; the delivery's lifetime ends first: abandoned at ${new Date(old + DAY).toISOString()}$`),
+    );
   });
 
   it('abandoned, superseded or duplicate records never reach the circuit', async () => {

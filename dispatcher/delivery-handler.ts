@@ -17,7 +17,7 @@ export interface AttemptLog {
     identity?: SeriesIdentity,
   ): Promise<void>;
   finish(series: SeriesRef, status: DeliveryStatus, abandonReason: string, attemptsMade: number): Promise<void>;
-  defer(series: SeriesRef, attemptsMade: number, nextRetryAt: Date, reason: string): Promise<void>;
+  defer(series: SeriesRef, attemptsMade: number, nextRetryAt: Date | null, reason: string): Promise<void>;
   state(tenantId: string, deliveryId: string): Promise<SeriesState | undefined>;
   latestForEntity(
     tenantId: string,
@@ -97,7 +97,9 @@ export interface DeliveryHandlerDeps {
  * POST an error is thrown (nothing happened yet, the record is handled again); after it, each write that fails is
  * retried on its own until it succeeds, so a store or broker hiccup never sends the receiver the same attempt again.
  */
-export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: DeliveryRecord) => Promise<void> {
+export function createDeliveryHandler(
+  deps: DeliveryHandlerDeps,
+): (record: DeliveryRecord, slot?: { release(): void }) => Promise<void> {
   const now = deps.now ?? Date.now;
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   const { settings, logger } = deps;
@@ -174,16 +176,20 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
   /**
    * Holds a delivery without an attempt until `retryAt` (its subscription's circuit lets a probe through then): the
    * history says why and when, and the record hops through the retry tiers toward that time, as a long Retry-After
-   * holds it; past the delivery's deadline it hops toward the deadline instead. No attempt is counted, and no failure
-   * day: those follow real attempts only.
+   * holds it; past the delivery's deadline it hops toward the deadline instead, where it is abandoned, and the history
+   * shows no next retry. No attempt is counted, and no failure day: those follow real attempts only.
    */
-  const defer = async (record: DeliveryRecord, retryAt: number, reason: string, deadline: number) => {
+  const defer = async (record: DeliveryRecord, retryAt: number, gateReason: string, deadline: number) => {
     const at = now();
     const hop =
       retryAt < deadline
         ? { ...holdHop(at, retryAt, settings.retryDelaysMs), holdUntil: retryAt }
         : { ...holdHop(at, deadline, settings.retryDelaysMs), expiryHop: true as const };
-    const nextRetryAt = new Date(Math.max(hop.dueAt, retryAt));
+    const nextRetryAt = 'holdUntil' in hop ? new Date(Math.max(hop.dueAt, retryAt)) : null;
+    const reason =
+      nextRetryAt === null
+        ? `${gateReason}; the delivery's lifetime ends first: abandoned at ${new Date(deadline).toISOString()}`
+        : gateReason;
     await durably('recording the deferral', record, () =>
       deps.attempts.defer(seriesOf(record), record.attempt - 1, nextRetryAt, reason),
     );
@@ -206,7 +212,7 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
     logger.info(logFields(record, 'duplicate', { status }), 'duplicate delivery record skipped');
   };
 
-  const handle = async (record: DeliveryRecord) => {
+  const handle = async (record: DeliveryRecord, slot: { release(): void } | undefined) => {
     if (record.mayBeDuplicate) {
       // Routed again, or redelivered after a rebalance: a finished series, or an attempt already made, is not repeated.
       const state = await deps.attempts.state(record.tenantId, record.deliveryId);
@@ -254,6 +260,9 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
     if (!gate.send) return defer(record, gate.retryAt, gate.reason, deadline);
 
     const at = new Date(now());
+    // The wait for the receiver (and for an OAuth2 token) holds this record's lane, never one of the dispatcher's
+    // shared slots: a hanging endpoint costs its socket and its timer, not a slot a healthy subscription needs.
+    slot?.release();
     const attemptOnce = async (refresh: boolean): Promise<AttemptResult> => {
       try {
         const request = await outbound(subscription, record, deps.authHeaders, refresh);
@@ -333,7 +342,7 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
     }
   };
 
-  return async (record) => {
+  return async (record, slot) => {
     // Two records of one series in this process at once (a possible duplicate beside its original, both read before
     // either wrote): the one that comes second, for an attempt no later than the first's, is the duplicate.
     const busy = handling.get(record.deliveryId);
@@ -341,7 +350,7 @@ export function createDeliveryHandler(deps: DeliveryHandlerDeps): (record: Deliv
       return skipDuplicate(record, 'in flight');
     if (busy === undefined) handling.set(record.deliveryId, record.attempt);
     try {
-      await handle(record);
+      await handle(record, slot);
     } finally {
       if (busy === undefined) handling.delete(record.deliveryId);
     }

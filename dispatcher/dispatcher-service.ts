@@ -24,6 +24,7 @@ import { ConcurrencyLimiter } from './concurrency-limiter.ts';
 import { RateLimiter } from './rate-limiter.ts';
 import { createDeliveryHandler } from './delivery-handler.ts';
 import { createGuardedAgent, createSender } from './http-sender.ts';
+import { OriginGate } from './origin-gate.ts';
 import { retryAfterCap } from './outcome.ts';
 
 /** Starts a dispatcher on the deliveries topic and every retry tier. Returns its stop function. */
@@ -54,7 +55,8 @@ export async function startDispatcher(
   readiness.set('schema registry', () => undefined); // it answered: the codecs above were fetched
   const publisher = await Publisher.connect(platform.kafka);
   const replayJobs = new ReplayJobStore(platform.db, webhook.historyRetentionMs);
-  const send = createSender(agent, allowed, webhook.attemptTimeoutMs, connectionsPerOrigin);
+  const origins = new OriginGate(connectionsPerOrigin);
+  const send = createSender(agent, allowed, webhook.attemptTimeoutMs, connectionsPerOrigin, origins);
   // Each subscription's concurrency adapts between 1 and the static per-subscription limit (unless switched off).
   const { maxInFlightPerSubscription, adaptiveConcurrency } = config.dispatcher;
   const limiter = adaptiveConcurrency
@@ -140,9 +142,14 @@ export async function startDispatcher(
     // deliveries and the retry tiers would change which member owns which of their partitions.
     topics: [topics.deliveries, ...topics.retries.map((tier) => tier.topic), topics.overflow],
     maxInFlight: config.dispatcher.maxInFlight,
+    maxInFlightPerGroup: config.dispatcher.maxInFlightPerTenant,
     lane: {
       of: (record) => record.key?.toString('utf8') ?? '',
-      limit: limiter ? (subscriptionId) => limiter.limit(subscriptionId) : maxInFlightPerSubscription,
+      // Slots are shared between tenants in turn, and one tenant holds at most DISPATCHER_MAX_IN_FLIGHT_PER_TENANT.
+      group: async (record) => (record.value ? (await decode(record, record.value)).tenantId : ''),
+      // Its adaptive limit, and no more than the connections its origin will give it now (OriginGate.limitFor).
+      limit: (subscriptionId) =>
+        Math.min(limiter?.limit(subscriptionId) ?? maxInFlightPerSubscription, origins.limitFor(subscriptionId)),
       pace: {
         // The subscription's limit as the cache has it now (a change applies within WEBHOOK_SUBSCRIPTION_CACHE_TTL).
         prepare: async (subscriptionId, record) => {
@@ -173,12 +180,12 @@ export async function startDispatcher(
       process.exit(1);
     },
     dueAt: dueAtOf,
-    handle: async (record) => {
+    handle: async (record, slot) => {
       if (!record.value) throw new PoisonRecordError('delivery record without a value');
       const delivery = await decode(record, record.value);
       // On the deliveries topic since the router published it, or past its due time in a retry tier.
       metrics.delivery.stage('queue_to_dispatch', Date.now() - Math.max(record.timestamp, delivery.dueAt));
-      await handle(fromDeliveryMessage(record, delivery));
+      await handle(fromDeliveryMessage(record, delivery), slot);
     },
   });
   readiness.set(

@@ -62,10 +62,9 @@ export function createSender(
   allowed: Cidr[],
   timeoutMs: number,
   connectionsPerOrigin = 512,
-): Sender {
   // Shared fairly between the subscriptions sending to one origin (origin-gate.ts).
-  const gate = new OriginGate(connectionsPerOrigin);
-
+  gate = new OriginGate(connectionsPerOrigin),
+): Sender {
   return async ({ url, headers, body, key }) => {
     const target = new URL(url);
     const host = target.hostname.replace(/^\[|\]$/g, '');

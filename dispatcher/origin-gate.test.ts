@@ -79,6 +79,28 @@ describe('origin gate', () => {
     expect(r.admitted.slice(6)).toEqual(['a-1', 'b-1', 'c-1', 'a-2', 'b-2']);
   });
 
+  it('limits a subscription to its fair share only while its origin is short of connections', async () => {
+    const gate = new OriginGate(8); // a reserve of 2: short of connections from 6 open
+    const r = requests(gate);
+    expect(gate.limitFor('slow')).toBe(Infinity); // never seen
+    for (let i = 1; i <= 5; i += 1) r.ask('slow', `slow-${i}`);
+    await tick();
+    expect(gate.limitFor('slow')).toBe(Infinity); // 5 open: plenty left
+    r.ask('slow', 'slow-6');
+    r.ask('other', 'other-1');
+    r.ask('third', 'third-1');
+    await tick();
+    // 8 open among three subscriptions: a share of 2 each (8 / 3), whatever each holds now.
+    expect(gate.open(ORIGIN)).toBe(8);
+    expect([gate.limitFor('slow'), gate.limitFor('other'), gate.limitFor('third')]).toEqual([2, 2, 2]);
+    r.release('other');
+    r.release('third');
+    r.release('slow');
+    await tick();
+    // 5 open, by one subscription: no limit again; the others, gone from the origin, are not limited either.
+    expect([gate.limitFor('slow'), gate.limitFor('other')]).toEqual([Infinity, Infinity]);
+  });
+
   it('forgets an origin once nothing is open or waiting', async () => {
     const gate = new OriginGate(1);
     const release = await gate.acquire(ORIGIN, 'a');

@@ -21,6 +21,8 @@ interface KeyState {
  */
 export class OriginGate {
   private readonly origins = new Map<string, Origin>();
+  /** The origin each subscription with requests open or waiting sends to. */
+  private readonly originOf = new Map<string, string>();
 
   /** Connections kept for the first request of subscriptions that hold none: a quarter of the bound. */
   private readonly reserve: number;
@@ -41,12 +43,26 @@ export class OriginGate {
       keyState = { active: 0, waiting: [] };
       state.keys.set(key, keyState);
     }
+    this.originOf.set(key, origin);
     const admitted = new Promise<void>((resolve) => keyState.waiting.push(resolve));
     if (keyState.waiting.length === 1) state.turn.push(key);
     this.dispatch(state);
     const gate = state;
     const own = keyState;
     return admitted.then(() => () => this.release(origin, gate, key, own));
+  }
+
+  /**
+   * Requests subscription `key` can have open at once now: its fair share while its origin is short of connections
+   * (past the bound less the reserve), else no limit. The dispatcher narrows the subscription's lane to it, so its
+   * records beyond the share wait in the lane (where a backlog is parked) rather than started and holding the
+   * read-ahead buffer while they wait here for a connection.
+   */
+  limitFor(key: string): number {
+    const origin = this.originOf.get(key);
+    const state = origin === undefined ? undefined : this.origins.get(origin);
+    if (!state || state.active < this.perOrigin - this.reserve) return Infinity;
+    return Math.max(1, Math.floor(this.perOrigin / state.keys.size));
   }
 
   /** Requests open to `origin` now, in all and for `key`: for tests and metrics. */
@@ -59,7 +75,10 @@ export class OriginGate {
   private release(origin: string, state: Origin, key: string, keyState: KeyState): void {
     state.active -= 1;
     keyState.active -= 1;
-    if (keyState.active === 0 && keyState.waiting.length === 0) state.keys.delete(key);
+    if (keyState.active === 0 && keyState.waiting.length === 0) {
+      state.keys.delete(key);
+      this.originOf.delete(key);
+    }
     this.dispatch(state);
     if (state.active === 0 && state.keys.size === 0) this.origins.delete(origin);
   }

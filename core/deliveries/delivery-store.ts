@@ -216,7 +216,7 @@ export class DeliveryStore {
    * and why nothing was sent; the status, the attempts and the last status code stay. Written between attempt
    * `attemptsMade` and the next, so neither's row is rolled back by it.
    */
-  async defer(series: SeriesRef, attemptsMade: number, nextRetryAt: Date, reason: string): Promise<void> {
+  async defer(series: SeriesRef, attemptsMade: number, nextRetryAt: Date | null, reason: string): Promise<void> {
     await this.writes.write([
       {
         query: `UPDATE deliveries USING TTL ${this.ttlSeconds} AND TIMESTAMP ? SET next_retry_at = ?,
