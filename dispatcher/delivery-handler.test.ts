@@ -4,6 +4,7 @@ import type { Attempt, DeliveryStatus } from '../core/deliveries/delivery.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import type { SeriesIdentity, SeriesRef, SeriesState } from '../core/deliveries/delivery-store.ts';
 import { blankSubscription, type Subscription } from '../core/subscriptions/subscription.ts';
+import { SubscriptionCache } from '../core/subscriptions/subscription-cache.ts';
 import { createAuthHeaders, type TokenFetcher } from './auth-headers.ts';
 import { CircuitBreaker } from './circuit-breaker.ts';
 import { createDeliveryHandler, type AuthHeaders, type CircuitControl } from './delivery-handler.ts';
@@ -73,6 +74,8 @@ interface Setup {
   /** What counting a failure day answers (the store's verdict). */
   failureDay?: { failureDays: number; disabledNow: boolean };
   circuit?: CircuitControl;
+  /** Answers subscriptions.get instead of `subscription` (a real SubscriptionCache, say). */
+  lookup?: (tenantId: string, id: string, readSince?: number) => Promise<Subscription | undefined>;
 }
 
 /** A handler wired to fakes that record every call, in order, into `log`. */
@@ -121,7 +124,7 @@ function setup(options: Setup = {}) {
     }),
   };
   const subscriptions = {
-    get: vi.fn(async (_tenantId: string, _id: string) => sub),
+    get: vi.fn(options.lookup ?? (async (_tenantId: string, _id: string, _readSince?: number) => sub)),
     resetFailureDays: vi.fn(async (_tenantId: string, _id: string) => {
       log.push('resetFailureDays');
     }),
@@ -535,6 +538,58 @@ describe('delivery handler: abandoned', () => {
     expect(t.attempts.finish).toHaveBeenCalledWith(SERIES, 'abandoned', 'subscription deleted', 0);
     expect(t.subscriptions.recordFailureDay).not.toHaveBeenCalled();
     expect(t.scheduleRetry).not.toHaveBeenCalled();
+    // Read again as of after the delivery was queued before it was abandoned: a miss alone is not a deletion.
+    expect(t.subscriptions.get).toHaveBeenLastCalledWith('tenant-a', 'sub-1', QUEUED_AT);
+  });
+
+  describe('with the cache read before the delivery was queued', () => {
+    /** A real cache (a minute's TTL) over a store whose subscriptions the test changes. */
+    const cached = () => {
+      const store = { list: [] as Subscription[], loads: 0 };
+      const cache = new SubscriptionCache(async () => {
+        store.loads += 1;
+        return store.list;
+      }, 60_000);
+      return { store, cache, lookup: cache.get.bind(cache) };
+    };
+
+    it('delivers to a subscription created after that read, where the cache alone took it for deleted', async () => {
+      const { store, cache, lookup } = cached();
+      expect(await cache.get('tenant-a', 'sub-1')).toBeUndefined(); // read while the subscription did not exist
+      store.list = [subscription()];
+      const t = setup({ lookup });
+      await t.handle(deliveryRecord({ queuedAt: Date.now() + 1 }));
+      expect(t.send).toHaveBeenCalledTimes(1);
+      expect(t.attempts.finish).not.toHaveBeenCalled();
+      expect(store.loads).toBe(2);
+      // The fresh read is cached: the next delivery, queued before it, reads nothing.
+      await t.handle(deliveryRecord({ deliveryId: 'del-2', queuedAt: Date.now() - 1_000 }));
+      expect([t.send.mock.calls.length, store.loads]).toEqual([2, 2]);
+    });
+
+    it('delivers to a subscription enabled again after that read', async () => {
+      const { store, cache, lookup } = cached();
+      store.list = [subscription({ status: 'disabled' })];
+      expect((await cache.get('tenant-a', 'sub-1'))?.status).toBe('disabled');
+      store.list = [subscription()];
+      const t = setup({ lookup });
+      await t.handle(deliveryRecord({ queuedAt: Date.now() + 1 }));
+      expect(t.send).toHaveBeenCalledTimes(1);
+    });
+
+    it('abandons as deleted what the fresh read does not find either, and reads once for it', async () => {
+      const { store, cache, lookup } = cached();
+      await cache.get('tenant-a', 'sub-1');
+      const t = setup({ lookup });
+      await t.handle(deliveryRecord({ queuedAt: Date.now() + 1 }));
+      expect(t.attempts.finish).toHaveBeenCalledWith(
+        expect.objectContaining({ deliveryId: 'del-1' }),
+        'abandoned',
+        'subscription deleted',
+        0,
+      );
+      expect(store.loads).toBe(2);
+    });
   });
 });
 

@@ -36,7 +36,8 @@ export type RetryScheduler = (tier: number, record: DeliveryRecord) => Promise<v
 
 /** What the dispatcher needs to know and change about subscriptions. */
 export interface SubscriptionDirectory {
-  get(tenantId: string, id: string): Promise<Subscription | undefined>;
+  /** `readSince`: as read by a load begun at or after that time (epoch ms), not from an older cached read. */
+  get(tenantId: string, id: string, readSince?: number): Promise<Subscription | undefined>;
   resetFailureDays(tenantId: string, id: string): Promise<void>;
   /** Counts a failure-day window once; `disabledNow` when this count reached the limit and disabled it. */
   recordFailureDay(
@@ -219,7 +220,13 @@ export function createDeliveryHandler(
       if (state && (FINAL.has(state.status) || state.attemptCount >= record.attempt))
         return skipDuplicate(record, state.status);
     }
-    const subscription = await deps.subscriptions.get(record.tenantId, record.subscriptionId);
+    let subscription = await deps.subscriptions.get(record.tenantId, record.subscriptionId);
+    if (!subscription || subscription.status === 'disabled') {
+      // The router found the subscription enabled when it queued this delivery: a cache read before that may not know
+      // it yet (created since) or still have it disabled (enabled again since). A miss is never taken for a deletion:
+      // the store is read again, as of a time after the delivery was queued, before anything is abandoned.
+      subscription = await deps.subscriptions.get(record.tenantId, record.subscriptionId, record.queuedAt);
+    }
     const deadline = record.queuedAt + settings.deliveryLifetimeMs;
     if (!subscription) return abandon(record, 'subscription deleted', undefined);
     if (subscription.status === 'disabled') return abandon(record, 'subscription disabled', undefined);

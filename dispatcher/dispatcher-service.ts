@@ -78,7 +78,7 @@ export async function startDispatcher(
 
   const handle = createDeliveryHandler({
     subscriptions: {
-      get: (tenantId, id) => cache.get(tenantId, id),
+      get: (tenantId, id, readSince) => cache.get(tenantId, id, readSince),
       resetFailureDays: (tenantId, id) => subscriptionStore.resetFailureDays(tenantId, id),
       recordFailureDay: (tenantId, id, window, disableAt) =>
         subscriptionStore.recordFailureDay(tenantId, id, window, disableAt),

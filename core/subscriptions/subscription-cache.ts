@@ -19,15 +19,18 @@ export class SubscriptionCache {
     return (await this.entry(tenantId)).list;
   }
 
-  /** One subscription by id: a map lookup, since the dispatcher asks for every delivery. */
-  async get(tenantId: string, id: string): Promise<Subscription | undefined> {
-    return (await this.entry(tenantId)).byId.get(id);
+  /**
+   * One subscription by id: a map lookup, since the dispatcher asks for every delivery. With `readSince` (epoch ms),
+   * the tenant's subscriptions as read by a load begun at or after it: a cached read begun earlier is replaced.
+   */
+  async get(tenantId: string, id: string, readSince = 0): Promise<Subscription | undefined> {
+    return (await this.entry(tenantId, readSince)).byId.get(id);
   }
 
-  private entry(tenantId: string): Promise<TenantSubscriptions> {
+  private entry(tenantId: string, readSince = 0): Promise<TenantSubscriptions> {
     const now = Date.now();
     const cached = this.entries.get(tenantId);
-    if (cached && now - cached.at < this.ttlMs) return cached.value;
+    if (cached && now - cached.at < this.ttlMs && cached.at >= readSince) return cached.value;
     const value = this.load(tenantId).then((list) => ({
       list,
       byId: new Map(list.map((subscription) => [subscription.id, subscription])),
