@@ -19,6 +19,7 @@ import { startPurchaseService } from '../producer/purchase-service.ts';
 import { CONSOLE_ROOT } from './console-routes.ts';
 import { buildGateway, type ReadinessCheck } from './gateway.ts';
 import type { TestEvent } from './webhook-routes.ts';
+import { subscriptionChangeMarkers } from '../core/subscriptions/subscription-changes.ts';
 import { lookup } from 'node:dns/promises';
 
 /**
@@ -80,6 +81,9 @@ export async function startGateway(
       // Test events take the purchase events topic (keyed by tenant, as the producer's own): the router reads it.
       raiseTestEvent: async (event: TestEvent) =>
         replays.publish([{ topic: topics.purchaseEvents, key: event.tenantId, value: await eventCodec.encode(event) }]),
+      // Every events topic the routers read: a marker in the tenant's partition, ahead of its later events.
+      subscriptionsChanged: (tenantId: string) =>
+        replays.publish(subscriptionChangeMarkers(config.kafka.sourceTopics, tenantId)),
       rules: {
         allowHttp: config.webhook.allowHttp,
         allowed: parseCidrs(config.webhook.allowedCidrs),

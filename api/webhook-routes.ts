@@ -1,7 +1,7 @@
 import { blankSubscription } from '../core/subscriptions/subscription.ts';
 import { createHash } from 'node:crypto';
 import type {} from '@fastify/swagger';
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { Catalogue } from '../core/catalogue.ts';
 import type { Delivery, StoredEvent } from '../core/deliveries/delivery.ts';
 import type { DeliveryStore } from '../core/deliveries/delivery-store.ts';
@@ -34,6 +34,11 @@ export interface WebhookRoutesOptions {
   raiseTestEvent(event: TestEvent): Promise<void>;
   /** How long a replay waits for Kafka before answering 503 (GATEWAY_DEPENDENCY_TIMEOUT). */
   dependencyTimeoutMs: number;
+  /**
+   * Tells the routers that the tenant's subscriptions changed (a marker on each events topic, in the tenant's
+   * partition); awaited before a change is answered, so every event raised after the answer is routed with it.
+   */
+  subscriptionsChanged?(tenantId: string): Promise<void>;
   /** Idempotency-Key claims (compare-and-set): undefined when claimed, else the earlier request's claim. */
   idempotency: {
     claim(
@@ -53,6 +58,17 @@ export type TestEvent = Omit<StoredEvent, 'payload'> & { payload: Buffer; testSu
 export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (app, options) => {
   const { subscriptions, deliveries, catalogue } = options;
   const rules: InputRules = { ...options.rules, catalogue: () => catalogue.names() };
+
+  // A marker that cannot be published (Kafka down past GATEWAY_DEPENDENCY_TIMEOUT) does not undo a change already
+  // stored: the change is answered, and routers follow it within WEBHOOK_SUBSCRIPTION_CACHE_TTL instead.
+  const announce = async (request: FastifyRequest, tenantId: string) => {
+    if (!options.subscriptionsChanged) return;
+    try {
+      await withinTimeout(options.subscriptionsChanged(tenantId), options.dependencyTimeoutMs, 'Kafka');
+    } catch (error) {
+      request.log.warn({ err: error, tenantId }, 'subscription change marker not published; routers follow it later');
+    }
+  };
 
   const load = async (tenantId: string, id: string) => {
     const subscription = await subscriptions.get(tenantId, id);
@@ -81,6 +97,8 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
               'a request with this Idempotency-Key is still in progress (or its subscription was deleted); retry later',
             );
           }
+          // The first request may have stored it and failed before its marker: the replay gives the same guarantee.
+          await announce(request, tenantId);
           return reply
             .code(201)
             .header('location', `./Subscriptions/${existing.id}`)
@@ -103,6 +121,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
         throw error;
       }
       const { subscription, generatedSecret } = created;
+      await announce(request, tenantId);
       return reply
         .code(201)
         .header('location', `./Subscriptions/${subscription.id}`)
@@ -134,6 +153,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       const { subscription, generatedSecret } = await applySubscriptionInput(current, request.body, rules, false);
       subscription.updatedAt = new Date();
       if (!(await subscriptions.update(subscription))) throw new NotFoundError('subscription', subscription.id);
+      await announce(request, subscription.tenantId);
       // Status and failure days may have moved since the read (dispatcher, status endpoint): answer the stored ones.
       const stored = await load(subscription.tenantId, subscription.id);
       // Switching to Hmac without supplying a secret generates one: this answer is the only place to learn it.
@@ -150,6 +170,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
     async (request, reply) => {
       await load(request.principal.tenantId, request.params.id);
       await subscriptions.delete(request.principal.tenantId, request.params.id);
+      await announce(request, request.principal.tenantId);
       return reply.code(204).send();
     },
   );
@@ -162,6 +183,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       if (!(await subscriptions.setStatus(tenantId, request.params.id, request.body.status, new Date()))) {
         throw new NotFoundError('subscription', request.params.id);
       }
+      await announce(request, tenantId);
       return subscriptionView(await load(tenantId, request.params.id));
     },
   );
@@ -178,6 +200,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       const hmacSecret = randomBytes(32).toString('base64');
       const rotated = { ...subscription, secrets: { ...subscription.secrets, hmacSecret }, updatedAt: new Date() };
       if (!(await subscriptions.update(rotated))) throw new NotFoundError('subscription', subscription.id);
+      await announce(request, subscription.tenantId);
       return { hmacSecret };
     },
   );

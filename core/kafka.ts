@@ -293,6 +293,8 @@ export interface ConsumerOptions {
   onMembership?: (membership: GroupMembership | undefined) => void;
   /** Start from the oldest offsets when the group has none committed. */
   fromBeginning?: boolean;
+  /** Called when this member joins its group (a new assignment), before it handles any record of that generation. */
+  onJoin?: () => void;
   metrics?: ConsumerMetrics;
   /** Called when the consumer stopped for good (kafkajs will not restart it): the process should exit. */
   onFatal?: (error: Error) => void;
@@ -365,6 +367,7 @@ export class ConsumerRunner {
     // A new generation starts from the committed offsets: forget what the previous one tracked.
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
       this.joins += 1;
+      this.options.onJoin?.();
       void this.describeMembership(this.joins, payload.memberId);
       this.trackers.clear();
       this.parkedUntil.clear();

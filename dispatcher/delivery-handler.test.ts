@@ -577,6 +577,23 @@ describe('delivery handler: abandoned', () => {
       expect(t.send).toHaveBeenCalledTimes(1);
     });
 
+    it('sends to the URL of the version the delivery was routed with, not an older cached one', async () => {
+      const { store, cache, lookup } = cached();
+      store.list = [subscription({ url: 'https://old.example.com/hooks', updatedAt: new Date(1_000) })];
+      await cache.get('tenant-a', 'sub-1');
+      store.list = [subscription({ url: 'https://new.example.com/hooks', updatedAt: new Date(2_000) })];
+      const t = setup({ lookup });
+      await t.handle(deliveryRecord({ routedAt: Date.now() + 1, subscriptionVersion: 2_000 }));
+      expect(t.sent.map((request) => request.url)).toEqual(['https://new.example.com/hooks']);
+      // A delivery routed with the older version (before the change) is not a reason to read again.
+      await t.handle(deliveryRecord({ deliveryId: 'del-2', routedAt: Date.now() + 1, subscriptionVersion: 1_000 }));
+      expect(t.sent.map((request) => request.url)).toEqual([
+        'https://new.example.com/hooks',
+        'https://new.example.com/hooks',
+      ]);
+      expect(store.loads).toBe(2);
+    });
+
     it('abandons as deleted what the fresh read does not find either, and reads once for it', async () => {
       const { store, cache, lookup } = cached();
       await cache.get('tenant-a', 'sub-1');

@@ -221,11 +221,17 @@ export function createDeliveryHandler(
         return skipDuplicate(record, state.status);
     }
     let subscription = await deps.subscriptions.get(record.tenantId, record.subscriptionId);
-    if (!subscription || subscription.status === 'disabled') {
-      // The router found the subscription enabled when it queued this delivery: a cache read before that may not know
-      // it yet (created since) or still have it disabled (enabled again since). A miss is never taken for a deletion:
-      // the store is read again, as of a time after the delivery was queued, before anything is abandoned.
-      subscription = await deps.subscriptions.get(record.tenantId, record.subscriptionId, record.queuedAt);
+    if (
+      !subscription ||
+      subscription.status === 'disabled' ||
+      subscription.updatedAt.getTime() < (record.subscriptionVersion ?? 0)
+    ) {
+      // The router found the subscription enabled, in the version the record names, when it queued this delivery: a
+      // cache read before that may not know it yet (created since), still have it disabled (enabled again since) or
+      // hold an older version (its URL or authentication changed since). A miss is never taken for a deletion: the
+      // store is read again, as of after the routing, before anything is decided.
+      const routedAt = record.routedAt ?? record.queuedAt;
+      subscription = await deps.subscriptions.get(record.tenantId, record.subscriptionId, routedAt);
     }
     const deadline = record.queuedAt + settings.deliveryLifetimeMs;
     if (!subscription) return abandon(record, 'subscription deleted', undefined);

@@ -128,11 +128,21 @@ describe('routeEvent', () => {
   });
 
   it('fills each record: derived id, attempt 1, queued at the source record time, envelope for that subscription', async () => {
-    const { deps } = fakes([subscription('s1'), subscription('s2')]);
+    const { deps } = fakes([
+      subscription('s1', { updatedAt: new Date(1_000) }),
+      subscription('s2', { updatedAt: new Date(2_000) }),
+    ]);
+    const before = Date.now();
     const records = await routeEvent(event, RECEIVED_AT, deps);
     for (const [index, id] of ['s1', 's2'].entries()) {
       const record = records[index]!;
+      // When it was routed (after the subscriptions were read), and the version of the subscription it was routed with.
+      expect(record.routedAt).toBeGreaterThanOrEqual(before);
+      expect(record.routedAt).toBeLessThanOrEqual(Date.now());
+      expect(record.subscriptionVersion).toBe((index + 1) * 1_000);
       expect(record).toEqual({
+        routedAt: record.routedAt,
+        subscriptionVersion: record.subscriptionVersion,
         deliveryId: deliveryIdFor(event.eventId, id),
         tenantId: 'tenant-a',
         subscriptionId: id,
@@ -202,7 +212,9 @@ describe('routeEvent', () => {
     const subs = [subscription('s1', { authenticationMode: 'Hmac', secrets: { hmacSecret: 'k' } }), subscription('s2')];
     const first = await routeEvent(event, RECEIVED_AT, fakes(subs).deps);
     const second = await routeEvent(event, RECEIVED_AT, fakes(subs).deps);
-    expect(second).toEqual(first);
+    // Identical but for when each was routed (transport metadata, not part of the series).
+    const series = (records: DeliveryRecord[]) => records.map(({ routedAt: _routedAt, ...rest }) => rest);
+    expect(series(second)).toEqual(series(first));
     const other = await routeEvent({ ...event, eventId: 'another-event' }, RECEIVED_AT, fakes(subs).deps);
     expect(other.map((r) => r.deliveryId)).not.toEqual(first.map((r) => r.deliveryId));
   });

@@ -55,6 +55,8 @@ export async function routeEvent(
         subscriptions.map((subscription) => deliveryIdFor(event.eventId, subscription.id)),
       )
     : new Map<string, DeliveryStatus>();
+  // After the subscriptions were read: a dispatcher reading them as of this time sees at least what was routed with.
+  const routedAt = Date.now();
   const all = subscriptions.map((subscription) => {
     const envelope = buildEnvelope(envelopeFields(event, subscription.id), event.payload, deps.payloadLimitBytes);
     const signature =
@@ -78,6 +80,8 @@ export async function routeEvent(
         signature,
         replayOf: null,
         ...(test === null ? {} : { test: true }),
+        routedAt,
+        subscriptionVersion: subscription.updatedAt.getTime(),
       } satisfies DeliveryRecord,
     };
   });

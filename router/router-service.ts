@@ -7,6 +7,7 @@ import type { Logger } from '../core/log.ts';
 import type { Platform } from '../core/platform.ts';
 import { codecFor } from '../core/registry.ts';
 import { SubscriptionCache } from '../core/subscriptions/subscription-cache.ts';
+import { changedTenant } from '../core/subscriptions/subscription-changes.ts';
 import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
 import { requireSecrets } from '../core/config.ts';
@@ -51,7 +52,15 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
       logger.fatal({ err: error }, 'consumer stopped for good; exiting');
       process.exit(1);
     },
+    // Partitions that changed hands may carry change markers their previous owner handled: read every tenant afresh.
+    onJoin: () => cache.clear(),
     handle: async (record) => {
+      const changed = changedTenant(record);
+      if (changed !== undefined) {
+        // Dropped at once, before any later record of the partition is handled (they start after this one does).
+        cache.forget(changed);
+        return;
+      }
       if (!record.value) return;
       const started = Date.now();
       metrics.stage('event_to_routed', started - record.timestamp);

@@ -76,6 +76,24 @@ describe('delivery messages on Kafka', () => {
     });
   });
 
+  it('carries when it was routed and the subscription version it was routed with in headers, through retries', async () => {
+    const routed = { ...record, routedAt: 1_700_000_000_000, subscriptionVersion: 1_699_999_000_000 };
+    const message = await deliveryMessage('retry.1m', routed, async (r) => {
+      expect(r).toEqual(record); // not in the Avro value
+      return Buffer.from('avro');
+    });
+    expect(message.headers).toEqual({
+      'due-at': '61000',
+      'routed-at': '1700000000000',
+      'subscription-version': '1699999000000',
+    });
+    expect(fromDeliveryMessage(consumed(message.headers!), record)).toEqual({
+      ...routed,
+      expiryHop: false,
+      mayBeDuplicate: false,
+    });
+  });
+
   it('a first attempt carries no header; redelivered after a rebalance it may be a duplicate', async () => {
     const message = await deliveryMessage('deliveries', { ...record, attempt: 1, dueAt: 0 }, async () =>
       Buffer.from('a'),

@@ -31,12 +31,21 @@ export interface DeliveryRecord {
   expiryHop?: boolean;
   mayBeDuplicate?: boolean;
   holdUntil?: number;
+  /**
+   * Set by the router, in headers too: when it queued the series (epoch ms, its clock, after it read the
+   * subscription) and the subscription's `updatedAt` it routed with (epoch ms). A dispatcher whose cached subscription
+   * is older reads it again, as of after `routedAt`, before it decides (a change made through the API is followed).
+   */
+  routedAt?: number;
+  subscriptionVersion?: number;
 }
 
 /** Kafka headers of the transport flags of a DeliveryRecord, and of its due time. */
 export const EXPIRY_HOP_HEADER = 'expiry-hop';
 export const MAY_BE_DUPLICATE_HEADER = 'may-be-duplicate';
 const HOLD_UNTIL_HEADER = 'hold-until';
+const ROUTED_AT_HEADER = 'routed-at';
+const SUBSCRIPTION_VERSION_HEADER = 'subscription-version';
 const DUE_AT_HEADER = 'due-at';
 
 /**
@@ -48,12 +57,14 @@ export async function deliveryMessage(
   record: DeliveryRecord,
   encode: (record: DeliveryRecord) => Promise<Buffer>,
 ): Promise<OutgoingRecord> {
-  const { expiryHop, mayBeDuplicate, holdUntil, ...series } = record;
+  const { expiryHop, mayBeDuplicate, holdUntil, routedAt, subscriptionVersion, ...series } = record;
   const headers: Record<string, string> = {};
   if (series.dueAt > 0) headers[DUE_AT_HEADER] = String(series.dueAt);
   if (expiryHop) headers[EXPIRY_HOP_HEADER] = '1';
   if (mayBeDuplicate) headers[MAY_BE_DUPLICATE_HEADER] = '1';
   if (holdUntil !== undefined) headers[HOLD_UNTIL_HEADER] = String(holdUntil);
+  if (routedAt !== undefined) headers[ROUTED_AT_HEADER] = String(routedAt);
+  if (subscriptionVersion !== undefined) headers[SUBSCRIPTION_VERSION_HEADER] = String(subscriptionVersion);
   return { topic, key: series.subscriptionId, value: await encode(series), headers };
 }
 
@@ -84,6 +95,8 @@ export function dueAtOf(message: ConsumedRecord): number | undefined {
  */
 export function fromDeliveryMessage(message: ConsumedRecord, decoded: DeliveryRecord): DeliveryRecord {
   const holdUntil = message.headers[HOLD_UNTIL_HEADER];
+  const routedAt = message.headers[ROUTED_AT_HEADER];
+  const subscriptionVersion = message.headers[SUBSCRIPTION_VERSION_HEADER];
   return {
     deliveryId: decoded.deliveryId,
     tenantId: decoded.tenantId,
@@ -103,6 +116,8 @@ export function fromDeliveryMessage(message: ConsumedRecord, decoded: DeliveryRe
     expiryHop: message.headers[EXPIRY_HOP_HEADER] === '1',
     mayBeDuplicate: message.redelivered === true || message.headers[MAY_BE_DUPLICATE_HEADER] === '1',
     holdUntil: holdUntil === undefined ? undefined : Number(holdUntil),
+    routedAt: routedAt === undefined ? undefined : Number(routedAt),
+    subscriptionVersion: subscriptionVersion === undefined ? undefined : Number(subscriptionVersion),
   };
 }
 

@@ -27,6 +27,16 @@ export class SubscriptionCache {
     return (await this.entry(tenantId, readSince)).byId.get(id);
   }
 
+  /** Drops the tenant's cached read: the next lookup reads the store (a change marker was reached). */
+  forget(tenantId: string): void {
+    this.entries.delete(tenantId);
+  }
+
+  /** Drops every cached read (partitions changed hands: markers handled by their previous owner were not seen here). */
+  clear(): void {
+    this.entries.clear();
+  }
+
   private entry(tenantId: string, readSince = 0): Promise<TenantSubscriptions> {
     const now = Date.now();
     const cached = this.entries.get(tenantId);

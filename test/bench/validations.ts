@@ -140,7 +140,8 @@ try {
     partitionsConsumedConcurrently: 6,
     eachMessage: async ({ message }) => {
       const receivedAt = Date.now();
-      const event = (await registry.decode(message.value!)) as PublishedEvent;
+      if (!message.value) return; // a subscription change marker (core/subscriptions/subscription-changes.ts)
+      const event = (await registry.decode(message.value)) as PublishedEvent;
       if (eventAt.has(event.entityId)) duplicates += 1;
       else {
         eventAt.set(event.entityId, receivedAt);

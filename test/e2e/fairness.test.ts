@@ -1,56 +1,29 @@
 // Fairness between tenants on the real path: one tenant's backlog of deliveries to hanging endpoints must not delay
 // another tenant's first delivery (issue 27, parts 3 and 4). The dispatcher is given 20 slots so that the backlog
 // outnumbers them within a second of test.
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../core/config.ts';
-import { createLogger } from '../../core/log.ts';
-import { deprovision, provision } from '../../infra/provision.ts';
-import { eventPublisher } from '../support/events.ts';
-import { freePort, startIdentityProvider, startReceiver, startServices, testEnv, waitFor } from '../support/harness.ts';
+import { waitFor } from '../support/harness.ts';
+import { startStack, type Stack } from '../support/stack.ts';
 
 describe('fairness between tenants', () => {
-  let env: Record<string, string>;
-  let idp: Awaited<ReturnType<typeof startIdentityProvider>>;
-  let stack: Awaited<ReturnType<typeof startServices>>;
-  let events: Awaited<ReturnType<typeof eventPublisher>>;
-  let base: string;
-  const receivers: Awaited<ReturnType<typeof startReceiver>>[] = [];
+  let stack: Stack;
   const tenants = { busy: '', quiet: '' };
   const tokens = new Map<string, string>();
 
   beforeAll(async () => {
-    const run = randomUUID().slice(0, 8);
-    env = {
-      ...testEnv(),
-      KAFKA_TOPIC_PREFIX: `${testEnv().KAFKA_TOPIC_PREFIX}fair${run}.`,
-      WEBHOOK_SUBSCRIPTION_CACHE_TTL: '200ms',
-      WEBHOOK_ALLOW_HTTP: 'true',
-      WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
-      DISPATCHER_MAX_IN_FLIGHT: '20',
-    };
-    await provision(loadConfig(env), createLogger('test', 'warn'));
-    idp = await startIdentityProvider(env);
-    base = `http://127.0.0.1:${await freePort()}`;
-    Object.assign(env, { AUTH_URL: idp.url, GATEWAY_BASE_URL: base });
-    stack = await startServices(env, ['gateway', 'router', 'dispatcher']);
-    tenants.busy = `tenant-busy-${run}`;
-    tenants.quiet = `tenant-quiet-${run}`;
-    for (const tenant of Object.values(tenants)) tokens.set(tenant, await idp.token(await idp.client(tenant)));
-    events = await eventPublisher(env);
+    stack = await startStack('fair', { DISPATCHER_MAX_IN_FLIGHT: '20' });
+    tenants.busy = `tenant-busy-${stack.run}`;
+    tenants.quiet = `tenant-quiet-${stack.run}`;
+    for (const tenant of Object.values(tenants)) tokens.set(tenant, await stack.tokenFor(tenant));
   });
 
   afterAll(async () => {
-    await stack?.stop();
-    await events?.close();
-    await Promise.all(receivers.map((receiver) => receiver.close()));
-    await idp?.close();
-    await deprovision(loadConfig(env), createLogger('test', 'warn'), { keyspace: false });
+    await stack?.close();
   });
 
   const subscribe = async (tenant: string, url: string) =>
     waitFor(async () => {
-      const answer = await fetch(`${base}/CoreWebhook/REST/Webhooks/Subscriptions`, {
+      const answer = await fetch(`${stack.base}/CoreWebhook/REST/Webhooks/Subscriptions`, {
         method: 'POST',
         headers: { authorization: `Bearer ${tokens.get(tenant)}`, 'content-type': 'application/json' },
         body: JSON.stringify({ url, eventTypes: ['purchaseOrder.*'] }),
@@ -63,25 +36,24 @@ describe('fairness between tenants', () => {
     // 60 events (180 deliveries). Their lanes let 60 attempts start (20 each), three times the dispatcher's 20 slots.
     let answer: () => void = () => undefined;
     const hangUp = new Promise<void>((resolve) => (answer = resolve));
-    const hanging = await startReceiver(async () => {
+    const hanging = await stack.receiver(async () => {
       await hangUp;
       return 503;
     });
-    const fast = await startReceiver();
-    receivers.push(hanging, fast);
+    const fast = await stack.receiver();
     const open = () => hanging.received.length;
     for (let index = 0; index < 3; index += 1) await subscribe(tenants.busy, hanging.url);
     await subscribe(tenants.quiet, fast.url);
     await new Promise((resolve) => setTimeout(resolve, 300)); // the router's subscription cache
 
-    await events.publish(
+    await stack.events.publish(
       Array.from({ length: 60 }, () => ({ tenantId: tenants.busy, eventType: 'purchaseOrder.validated' })),
     );
     // The backlog has taken hold: the endpoint holds as many requests as the dispatcher has slots.
     await waitFor(() => open() >= 20, 'the hanging endpoint to hold 20 requests', 20_000);
     try {
       const sent = Date.now();
-      await events.publish([{ tenantId: tenants.quiet, eventType: 'purchaseOrder.validated' }]);
+      await stack.events.publish([{ tenantId: tenants.quiet, eventType: 'purchaseOrder.validated' }]);
       // Before slots were shared in turn and given back while waiting on a receiver, this waited for the hanging
       // requests' timeout (30 s), behind them.
       await waitFor(() => fast.received.length === 1, "the quiet tenant's delivery", 10_000);

@@ -1,7 +1,12 @@
 // The subscription endpoints of the webhook API (DESIGN §7) through an in-process gateway on real Cassandra and
 // Kafka: response shapes, the write-only secrets (in answers and at rest), Idempotency-Key, rotation and status.
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { types } from 'cassandra-driver';
+import { createKafka, partitionOf } from '../../core/kafka.ts';
+import { createLogger } from '../../core/log.ts';
+import { topicNames } from '../../core/topics.ts';
+import { waitFor } from '../support/harness.ts';
 import {
   call,
   expectProblem,
@@ -150,6 +155,58 @@ describe('webhook API: subscriptions', () => {
     expectProblem(await hooks('POST', `/Subscriptions/${created.id}/secret/rotate`), 404);
     expect((await list()).body.items.map((item) => item.id)).not.toContain(created.id);
     expect(await api.gateway.subscriptions.get(tenant, created.id)).toBeUndefined();
+  });
+
+  it('puts a marker for the tenant on the events topic before it answers each change (routers read it in order)', async () => {
+    const markers: { key: string; offset: bigint }[] = [];
+    const kafka = createKafka(
+      api.gateway.config.kafka.brokers,
+      `markers-${randomUUID()}`,
+      createLogger('test', 'warn'),
+    );
+    const consumer = kafka.consumer({ groupId: `markers-${randomUUID()}`, maxWaitTimeInMs: 100 });
+    const topic = topicNames(api.gateway.config).purchaseEvents;
+    const admin = kafka.admin();
+    await admin.connect();
+    /** The topic's end in the tenant's partition: a marker published before an answer lies below it afterwards. */
+    const partition = partitionOf(
+      tenant,
+      (await admin.fetchTopicMetadata({ topics: [topic] })).topics[0]!.partitions.length,
+    );
+    const endOfPartition = async () =>
+      BigInt((await admin.fetchTopicOffsets(topic)).find((entry) => entry.partition === partition)!.high);
+    try {
+      await consumer.connect();
+      await consumer.subscribe({ topics: [topic], fromBeginning: true });
+      await consumer.run({
+        eachMessage: async ({ partition: from, message }) => {
+          if (message.headers?.['subscriptions-changed'] === undefined) return;
+          expect(message.value).toBeNull();
+          expect(from).toBe(partition);
+          markers.push({ key: message.key!.toString('utf8'), offset: BigInt(message.offset) });
+        },
+      });
+      const start = await endOfPartition();
+      const ends: bigint[] = [];
+      const created = (await create(subscriptionBody({ authenticationMode: 'Hmac' }))).body;
+      ends.push(await endOfPartition());
+      expect((await hooks('PATCH', `/Subscriptions/${created.id}`, { description: 'marked' })).status).toBe(200);
+      ends.push(await endOfPartition());
+      expect((await hooks('PATCH', `/Subscriptions/${created.id}/status`, { status: 'disabled' })).status).toBe(200);
+      ends.push(await endOfPartition());
+      expect((await hooks('POST', `/Subscriptions/${created.id}/secret/rotate`)).status).toBe(200);
+      ends.push(await endOfPartition());
+      expect((await hooks('DELETE', `/Subscriptions/${created.id}`)).status).toBe(204);
+      ends.push(await endOfPartition());
+      const ours = () => markers.filter((marker) => marker.key === tenant && marker.offset >= start);
+      await waitFor(() => ours().length >= 5, 'five markers', 20_000);
+      expect(ours()).toHaveLength(5);
+      // Each change's marker was in the partition when its answer came: every later event lies behind it.
+      ours().forEach((marker, index) => expect(marker.offset).toBeLessThan(ends[index]!));
+    } finally {
+      await consumer.disconnect();
+      await admin.disconnect();
+    }
   });
 
   it('serves the event type catalogue with the producing service of each', async () => {
