@@ -13,8 +13,15 @@ describe('subscription changes take effect at once', () => {
   let background: NodeJS.Timeout | undefined;
 
   beforeAll(async () => {
-    // The production cache time (1 s) would hide little here; a long one shows that no change waits for it.
-    stack = await startStack('changes', { WEBHOOK_SUBSCRIPTION_CACHE_TTL: '60s' });
+    // The production cache time (1 s) would hide little here; a long one shows that no change waits for it. Two
+    // routers and two dispatchers: each tenant's partition has one owner, which the marker reaches.
+    stack = await startStack('changes', { WEBHOOK_SUBSCRIPTION_CACHE_TTL: '60s' }, [
+      'gateway',
+      'router',
+      'router',
+      'dispatcher',
+      'dispatcher',
+    ]);
     tenantId = `tenant-changes-${stack.run}`;
     token = await stack.tokenFor(tenantId);
     // The tenant is busy: a subscription receiving a validation every 50 ms, throughout.

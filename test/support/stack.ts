@@ -18,9 +18,14 @@ export type Receiver = Awaited<ReturnType<typeof startReceiver>>;
 
 /**
  * Starts the stack with `overrides` on the test environment (http receivers on 127.0.0.1 allowed); `label` names the
- * run's topic prefix. The keyspace is the test run's, dropped by the global teardown; the topics are dropped here.
+ * run's topic prefix, `names` the processes (several routers or dispatchers share their consumer group). The keyspace
+ * is the test run's, dropped by the global teardown; the topics are dropped here.
  */
-export async function startStack(label: string, overrides: Record<string, string> = {}) {
+export async function startStack(
+  label: string,
+  overrides: Record<string, string> = {},
+  names: ('gateway' | 'router' | 'dispatcher')[] = ['gateway', 'router', 'dispatcher'],
+) {
   const run = randomUUID().slice(0, 8);
   const env: Record<string, string> = {
     ...testEnv(),
@@ -41,7 +46,7 @@ export async function startStack(label: string, overrides: Record<string, string
   try {
     const base = `http://127.0.0.1:${await freePort()}`;
     Object.assign(env, { AUTH_URL: idp.url, GATEWAY_BASE_URL: base });
-    const services = await startServices(env, ['gateway', 'router', 'dispatcher']);
+    const services = await startServices(env, names);
     closers.push(() => services.stop());
     const events = await eventPublisher(env);
     closers.push(() => events.close());
