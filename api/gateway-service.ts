@@ -81,9 +81,12 @@ export async function startGateway(
       // Test events take the purchase events topic (keyed by tenant, as the producer's own): the router reads it.
       raiseTestEvent: async (event: TestEvent) =>
         replays.publish([{ topic: topics.purchaseEvents, key: event.tenantId, value: await eventCodec.encode(event) }]),
-      // Every events topic the routers read: a marker in the tenant's partition, ahead of its later events.
+      // Every events topic the routers read (a marker in the tenant's partition, ahead of its later events), and the
+      // changes topic the dispatchers tail.
       subscriptionsChanged: (tenantId: string) =>
-        replays.publish(subscriptionChangeMarkers(config.kafka.sourceTopics, tenantId)),
+        replays.publish(
+          subscriptionChangeMarkers([...config.kafka.sourceTopics, topics.subscriptionChanges], tenantId),
+        ),
       rules: {
         allowHttp: config.webhook.allowHttp,
         allowed: parseCidrs(config.webhook.allowedCidrs),

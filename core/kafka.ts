@@ -878,10 +878,11 @@ export async function tailTopic(
   topic: string,
   groupId: string,
   onRecord: (record: ConsumedRecord) => Promise<void>,
+  { fromBeginning = true, maxWaitMs = 200 }: { fromBeginning?: boolean; maxWaitMs?: number } = {},
 ): Promise<{ stop(): Promise<void> }> {
-  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200 });
+  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: maxWaitMs });
   await consumer.connect();
-  await consumer.subscribe({ topics: [topic], fromBeginning: true });
+  await consumer.subscribe({ topics: [topic], fromBeginning });
   await consumer.run({
     autoCommit: false,
     eachMessage: async ({ topic: name, partition, message }) => onRecord(toRecord(name, partition, message)),

@@ -9,6 +9,8 @@ export interface TopicNames {
   /** One per step of WEBHOOK_RETRY_DELAYS, in order; the last one repeats. */
   retries: { delayMs: number; topic: string }[];
   eventTypes: string;
+  /** Subscription change markers every dispatcher tails (core/subscriptions/subscription-changes.ts). */
+  subscriptionChanges: string;
 }
 
 export function topicNames(config: Config): TopicNames {
@@ -20,6 +22,7 @@ export function topicNames(config: Config): TopicNames {
     overflow: `${prefix}webhook.deliveries.overflow`,
     retries: delays.map((delayMs) => ({ delayMs, topic: retryTopicName(prefix, delayMs) })),
     eventTypes: `${prefix}webhook.event-types`,
+    subscriptionChanges: `${prefix}webhook.subscription-changes`,
   };
 }
 
@@ -60,6 +63,8 @@ export function topicLayout(config: Config): TopicSpec[] {
     { name: names.overflow, partitions, config: delivery },
     ...names.retries.map(({ topic }) => ({ name: topic, partitions, config: delivery })),
     { name: names.eventTypes, partitions: 1, config: { 'cleanup.policy': 'compact' } },
+    // Read from their end by dispatchers as they start: a day is kept only for inspection.
+    { name: names.subscriptionChanges, partitions: 1, config: { 'retention.ms': String(86_400_000) } },
   ];
   // acks=all waits for the in-sync replicas only: without a floor on their number, a leader alone acknowledges.
   return topics.map((topic) => ({

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { requireSecrets, type Config } from '../core/config.ts';
 import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
@@ -8,13 +9,21 @@ import {
   parkedMessage,
   type DeliveryRecord,
 } from '../core/deliveries/delivery-record.ts';
-import { ConsumerRunner, partitionOf, PoisonRecordError, Publisher, type ConsumedRecord } from '../core/kafka.ts';
+import {
+  ConsumerRunner,
+  partitionOf,
+  PoisonRecordError,
+  Publisher,
+  tailTopic,
+  type ConsumedRecord,
+} from '../core/kafka.ts';
 import type { Logger } from '../core/log.ts';
 import type { Platform } from '../core/platform.ts';
 import { codecFor } from '../core/registry.ts';
 import { parseCidrs } from '../core/ssrf.ts';
 import { consumerJoined, createMetrics, Readiness, serveMetrics } from '../core/metrics.ts';
 import { SubscriptionCache } from '../core/subscriptions/subscription-cache.ts';
+import { changedTenant } from '../core/subscriptions/subscription-changes.ts';
 import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
 import { ReplayJobStore } from '../core/replay-jobs/replay-job-store.ts';
@@ -197,7 +206,20 @@ export async function startDispatcher(
     { topics: [topics.deliveries, topics.overflow, ...topics.retries.map((t) => t.topic)] },
     'dispatcher started',
   );
+  // Changes made through the API since: the tenant's cached read is dropped, so pending deliveries follow them from
+  // their next attempt (events raised after a change carry the version they were routed with: handled above).
+  const changes = await tailTopic(
+    platform.kafka,
+    topics.subscriptionChanges,
+    `${config.kafka.topicPrefix}webhook-dispatcher-changes-${randomUUID()}`,
+    async (record) => {
+      const tenant = changedTenant(record);
+      if (tenant !== undefined) cache.forget(tenant);
+    },
+    { fromBeginning: false, maxWaitMs: 50 },
+  );
   return async () => {
+    await changes.stop();
     await consumer.stop();
     await publisher.close();
     await agent.close();

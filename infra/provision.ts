@@ -22,6 +22,9 @@ export async function registerSchemas(config: Config): Promise<{ subject: string
     ['eventType', topics.eventTypes],
     ['delivery', topics.deliveries],
     ...topics.retries.map(({ topic }) => ['delivery', topic] as [SchemaName, string]),
+    // Registered here rather than by the first dispatcher: two starting at once on a fresh environment raced on the
+    // subject's compatibility setting, and one died (ConfluentSchemaRegistryCompatibilityError, BACKWARD != NONE).
+    ['delivery', topics.overflow],
   ];
   const registered = [];
   for (const [schema, topic] of subjects) {

@@ -4,7 +4,9 @@ import type { ConsumedRecord, OutgoingRecord } from '../kafka.ts';
  * Subscription changes reach the routers in order with the events. The API, once a tenant's subscription is stored and
  * before it answers, puts a marker on each events topic the routers read, keyed by the tenant like its events: in the
  * tenant's partition, every event raised after the answer comes after the marker. A router reaching the marker drops
- * its cached read of the tenant's subscriptions, so it routes those events with the change.
+ * its cached read of the tenant's subscriptions, so it routes those events with the change. The same marker goes to
+ * the subscription changes topic, which every dispatcher tails: a dispatcher drops its cached read too, so deliveries
+ * routed before the change (pending retries) follow it from their next attempt, a tail's lag later.
  */
 export const SUBSCRIPTIONS_CHANGED_HEADER = 'subscriptions-changed';
 

@@ -6,11 +6,41 @@ import { signBody } from '../../core/envelope.ts';
 import { waitFor, type ReceivedRequest } from '../support/harness.ts';
 import { startStack, type Receiver, type Stack } from '../support/stack.ts';
 
+/** The webhook API of `stack()` called with `token()`, and the helpers both blocks use. */
+function webhookApi(stack: () => Stack, token: () => string, tenantId: () => string) {
+  const api = async (method: string, path: string, body?: unknown) => {
+    const response = await fetch(`${stack().base}/CoreWebhook/REST/Webhooks${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${token()}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    return { status: response.status, body: (text ? JSON.parse(text) : {}) as Record<string, unknown> };
+  };
+  return {
+    api,
+    /** Creates a subscription, retrying only until the catalogue has reached the API; no wait after the answer. */
+    subscribe: async (url: string, eventTypes: string[], extra: Record<string, unknown> = {}) =>
+      (await waitFor(async () => {
+        const answer = await api('POST', '/Subscriptions', { url, eventTypes, ...extra });
+        return answer.status === 201 ? answer.body : undefined;
+      }, 'the subscription to be created')) as { id: string; hmacSecret?: string },
+    cancel: async () =>
+      (await stack().events.publish([{ tenantId: tenantId(), eventType: 'purchaseOrder.cancelled' }]))[0]!,
+    deliveries: async (subscriptionId: string) =>
+      (await api('GET', `/Deliveries?subscriptionId=${subscriptionId}`)).body.items as Record<string, unknown>[],
+  };
+}
+
 describe('subscription changes take effect at once', () => {
   let stack: Stack;
   let token: string;
   let tenantId: string;
   let background: NodeJS.Timeout | undefined;
+  let busy: Receiver;
 
   beforeAll(async () => {
     // The production cache time (1 s) would hide little here; a long one shows that no change waits for it. Two
@@ -25,7 +55,7 @@ describe('subscription changes take effect at once', () => {
     tenantId = `tenant-changes-${stack.run}`;
     token = await stack.tokenFor(tenantId);
     // The tenant is busy: a subscription receiving a validation every 50 ms, throughout.
-    const busy = await stack.receiver();
+    busy = await stack.receiver();
     await subscribe(busy.url, ['purchaseOrder.validated']);
     background = setInterval(
       () => void stack.events.publish([{ tenantId, eventType: 'purchaseOrder.validated' }]).catch(() => undefined),
@@ -39,29 +69,22 @@ describe('subscription changes take effect at once', () => {
     await stack?.close();
   });
 
-  const api = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`${stack.base}/CoreWebhook/REST/Webhooks${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    return { status: response.status, body: (text ? JSON.parse(text) : {}) as Record<string, unknown> };
+  const { api, subscribe, cancel, deliveries } = webhookApi(
+    () => stack,
+    () => token,
+    () => tenantId,
+  );
+  /** Resolves once an event raised now has been delivered: the tenant's earlier events have been routed. */
+  const routedPast = async () => {
+    const [sentinel] = await stack.events.publish([{ tenantId, eventType: 'purchaseOrder.validated' }]);
+    await waitFor(
+      () => busy.received.some((request) => eventIdOf(request) === sentinel),
+      'an event raised later to be delivered',
+      30_000,
+    );
   };
-  /** Creates a subscription, retrying only until the catalogue has reached the API; no wait after the answer. */
-  const subscribe = async (url: string, eventTypes: string[], extra: Record<string, unknown> = {}) =>
-    (await waitFor(async () => {
-      const answer = await api('POST', '/Subscriptions', { url, eventTypes, ...extra });
-      return answer.status === 201 ? answer.body : undefined;
-    }, 'the subscription to be created')) as { id: string; hmacSecret?: string };
-  const cancel = async () => (await stack.events.publish([{ tenantId, eventType: 'purchaseOrder.cancelled' }]))[0]!;
   const eventIdOf = (request: ReceivedRequest) => request.headers['x-webhook-event-id'];
   const subscriptionOf = (request: ReceivedRequest) => request.headers['x-webhook-subscription-id'];
-  const deliveries = async (subscriptionId: string) =>
-    (await api('GET', `/Deliveries?subscriptionId=${subscriptionId}`)).body.items as Record<string, unknown>[];
 
   it('a subscription created and then an event raised at once: 20 of 20 delivered, none abandoned', async () => {
     const target = await stack.receiver();
@@ -101,6 +124,9 @@ describe('subscription changes take effect at once', () => {
     expect((await api('PATCH', `/Subscriptions/${subscription.id}/status`, { status: 'disabled' })).status).toBe(200);
     expect((await api('DELETE', `/Subscriptions/${doomed.id}`)).status).toBe(204);
     const whileDisabled = await cancel();
+    // A router reads the subscriptions when it routes, not when the event was raised: enabling again before it has
+    // routed that event would let the event through. Wait until an event raised after it has been delivered.
+    await routedPast();
     expect((await api('PATCH', `/Subscriptions/${subscription.id}/status`, { status: 'enabled' })).status).toBe(200);
     const afterEnabled = await cancel();
     await arrives(first, subscription.id, afterEnabled, 'the event raised after re-enabling');
@@ -119,5 +145,48 @@ describe('subscription changes take effect at once', () => {
     await arrives(second, subscription.id, afterRotation, 'the event raised after the rotation');
     const [request] = received(second, subscription.id, afterRotation);
     expect(request!.headers['x-webhook-signature']).toBe(signBody(rotated.body.hmacSecret as string, request!.body));
+  });
+});
+
+// One dispatcher: the retry is handled by the dispatcher that made the first attempt, whose cache still holds the
+// subscription as enabled (with two, the other one may not know it yet and read it afresh anyway).
+describe('subscription changes reach deliveries already waiting for a retry', () => {
+  let stack: Stack;
+  let token: string;
+  let tenantId: string;
+
+  beforeAll(async () => {
+    stack = await startStack('pending', { WEBHOOK_SUBSCRIPTION_CACHE_TTL: '60s', WEBHOOK_RETRY_DELAYS: '2s,4s' });
+    tenantId = `tenant-pending-${stack.run}`;
+    token = await stack.tokenFor(tenantId);
+  });
+
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  const { api, subscribe, cancel, deliveries } = webhookApi(
+    () => stack,
+    () => token,
+    () => tenantId,
+  );
+
+  it('a delivery waiting for its retry when its subscription is disabled is abandoned then, not attempted', async () => {
+    let calls = 0;
+    const flaky = await stack.receiver(() => (++calls === 1 ? 500 : 204));
+    const subscription = await subscribe(flaky.url, ['purchaseOrder.cancelled']);
+    await cancel();
+    await waitFor(() => flaky.received.length === 1, 'the first attempt (answered 500)', 30_000);
+    expect((await api('PATCH', `/Subscriptions/${subscription.id}/status`, { status: 'disabled' })).status).toBe(200);
+    // Its retry is due 2 s after the first attempt: the dispatcher, told of the change, abandons it then.
+    await waitFor(
+      async () => (await deliveries(subscription.id)).some((delivery) => delivery.status === 'abandoned'),
+      'the pending delivery to be abandoned',
+      30_000,
+    );
+    expect(await deliveries(subscription.id)).toMatchObject([
+      { status: 'abandoned', abandonReason: 'subscription disabled', attemptCount: 1 },
+    ]);
+    expect(flaky.received).toHaveLength(1);
   });
 });

@@ -39,6 +39,7 @@ describe('provisioning', () => {
     const subjects = again.schemas.map((entry) => entry.subject);
     expect(subjects).toContain(`${config.kafka.topicPrefix}purchase.events-value`);
     expect(subjects).toContain(`${config.kafka.topicPrefix}webhook.deliveries.retry.4h-value`);
+    expect(subjects).toContain(`${config.kafka.topicPrefix}webhook.deliveries.overflow-value`);
   });
 });
 
