@@ -35,8 +35,9 @@ export interface WebhookRoutesOptions {
   /** How long a replay waits for Kafka before answering 503 (GATEWAY_DEPENDENCY_TIMEOUT). */
   dependencyTimeoutMs: number;
   /**
-   * Tells the routers that the tenant's subscriptions changed (a marker on each events topic, in the tenant's
-   * partition); awaited before a change is answered, so every event raised after the answer is routed with it.
+   * Tells the routers and dispatchers that the tenant's subscriptions changed (a marker on each events topic, in the
+   * tenant's partition, and on the changes topic the dispatchers tail); awaited before a change is answered, so every
+   * event raised after the answer is routed with it.
    */
   subscriptionsChanged?(tenantId: string): Promise<void>;
   /** Idempotency-Key claims (compare-and-set): undefined when claimed, else the earlier request's claim. */
@@ -60,7 +61,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
   const rules: InputRules = { ...options.rules, catalogue: () => catalogue.names() };
 
   // A marker that cannot be published (Kafka down past GATEWAY_DEPENDENCY_TIMEOUT) does not undo a change already
-  // stored: the change is answered, and routers follow it within WEBHOOK_SUBSCRIPTION_CACHE_TTL instead.
+  // stored: the change is answered, and routers and dispatchers follow it within WEBHOOK_SUBSCRIPTION_CACHE_TTL.
   const announce = async (request: FastifyRequest, tenantId: string) => {
     if (!options.subscriptionsChanged) return;
     try {
