@@ -65,6 +65,24 @@ const counters = (page: string, name: string, label?: string) => {
   return out;
 };
 
+/** Per label value of a histogram on a /metrics page: the upper bound of the bucket holding its 99th percentile. */
+const quantiles = (page: string, name: string, label: string) => {
+  const buckets = new Map<string, [number, number][]>();
+  for (const line of page.split('\n')) {
+    if (!line.startsWith(`${name}_bucket`)) continue;
+    const key = line.match(new RegExp(`${label}="([^"]*)"`))?.[1] ?? '';
+    const le = line.match(/le="([^"]*)"/)?.[1] ?? '+Inf';
+    buckets.set(key, [...(buckets.get(key) ?? []), [Number(le), Number(line.split(' ').at(-1))]]);
+  }
+  const out: Record<string, string> = {};
+  for (const [key, counts] of buckets) {
+    const total = counts.at(-1)?.[1] ?? 0;
+    const bound = counts.find(([, count]) => count >= total * 0.99)?.[0];
+    out[key] = bound === undefined || !Number.isFinite(bound) ? '>max' : `≤${bound * 1000} ms`;
+  }
+  return out;
+};
+
 const runtime: ServiceRuntime = values.tsx ? 'tsx' : 'compiled';
 if (runtime === 'compiled') buildServices((line) => console.log(line));
 const servers = await ensureServers({ root: path.join(repoRoot, '.local'), progress: (line) => console.log(line) });
@@ -123,6 +141,14 @@ async function runMix(label: string, runShape: MixShape): Promise<void> {
       );
     }
     console.log(`  fast deliveries all arrived within 60 s of the last event: ${all ? 'yes' : 'NO'}`);
+    console.log(`  fast p99 per 10 s of events: ${mix.p99ByWindow('fast', 10_000).join(', ')} ms`);
+    const stages = quantiles(page, 'webhook_stage_seconds', 'stage');
+    const lag = page.match(/^nodejs_eventloop_lag_max_seconds\S* (\S+)/m)?.[1];
+    console.log(
+      `  dispatcher stages p99 (all kinds): ${Object.entries(stages)
+        .map(([stage, q]) => `${stage} ${q}`)
+        .join(', ')}; event-loop lag max ${lag ? (Number(lag) * 1000).toFixed(0) : '?'} ms`,
+    );
     console.log(
       `  dispatcher RSS: max ${Math.max(...memory.filter(Number.isFinite)).toFixed(0)} MB, last ${memory.at(-1)?.toFixed(0)} MB; ` +
         `circuit transitions: ${

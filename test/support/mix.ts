@@ -136,6 +136,8 @@ export interface Mix {
   publish(): Promise<void>;
   /** Per kind: what arrived so far, with latencies from each delivery's event publication. */
   figures(): Record<EndpointKind, KindFigures>;
+  /** Per `windowMs` of event publication since the first event: a kind's p99 event → receipt (ms), for where a tail sits. */
+  p99ByWindow(kind: EndpointKind, windowMs: number): number[];
   /** Waits until every fast delivery arrived, or `timeoutMs`; answers whether they all did. */
   fastDelivered(timeoutMs: number): Promise<boolean>;
   close(): Promise<void>;
@@ -261,6 +263,18 @@ export async function setUpMix(env: Record<string, string>, shape: MixShape, nam
       }
     },
     figures,
+    p99ByWindow(kind, windowMs) {
+      const first = Math.min(...expected[kind].values());
+      const windows: number[][] = [];
+      for (const [id, publishedAt] of expected[kind]) {
+        const seen = endpoints[kind].received.get(id);
+        if (seen) (windows[Math.floor((publishedAt - first) / windowMs)] ??= []).push(seen.at - publishedAt);
+      }
+      return Array.from(windows, (latencies = []) => {
+        latencies.sort((a, b) => a - b);
+        return latencies.length ? latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * 0.99))]! : NaN;
+      });
+    },
     async fastDelivered(timeoutMs) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
