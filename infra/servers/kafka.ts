@@ -5,6 +5,7 @@ import path from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 import kafkajs from 'kafkajs';
+import { patchRequestQueue } from '../../core/kafkajs-request-queue.ts';
 import { MAVEN_DIR, downloadOnce } from './download.ts';
 import { assertPortOpen } from './process.ts';
 import { HOST, type ServerDef } from './server-def.ts';
@@ -116,6 +117,8 @@ async function persistedClusterId(file: string): Promise<string> {
 async function kafkaRoundTrip(port: number): Promise<void> {
   await assertPortOpen(port);
   const { Kafka, logLevel, Partitioners } = kafkajs;
+  // As every other client here: unpatched, each connection wakes every millisecond (TimeoutNegativeWarning on Node 24).
+  patchRequestQueue();
   const kafka = new Kafka({
     clientId: 'servers-health',
     brokers: [`${HOST}:${port}`],
