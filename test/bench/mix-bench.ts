@@ -143,11 +143,16 @@ async function runMix(label: string, runShape: MixShape): Promise<void> {
     console.log(`  fast deliveries all arrived within 60 s of the last event: ${all ? 'yes' : 'NO'}`);
     console.log(`  fast p99 per 10 s of events: ${mix.p99ByWindow('fast', 10_000).join(', ')} ms`);
     const stages = quantiles(page, 'webhook_stage_seconds', 'stage');
-    const lag = page.match(/^nodejs_eventloop_lag_max_seconds\S* (\S+)/m)?.[1];
+    const gauge = (name: string) => Number(page.match(new RegExp(`^${name}\\S* (\\S+)`, 'm'))?.[1]);
+    const lag = gauge('nodejs_eventloop_lag_max_seconds');
+    const mb = (name: string) => (gauge(name) / 2 ** 20).toFixed(0);
     console.log(
       `  dispatcher stages p99 (all kinds): ${Object.entries(stages)
         .map(([stage, q]) => `${stage} ${q}`)
-        .join(', ')}; event-loop lag max ${lag ? (Number(lag) * 1000).toFixed(0) : '?'} ms`,
+        .join(
+          ', ',
+        )}; event-loop lag max ${(lag * 1000).toFixed(0)} ms; at the end heap ${mb('nodejs_heap_size_used_bytes')} ` +
+        `of ${mb('nodejs_heap_size_total_bytes')} MB, external ${mb('nodejs_external_memory_bytes')} MB`,
     );
     console.log(
       `  dispatcher RSS: max ${Math.max(...memory.filter(Number.isFinite)).toFixed(0)} MB, last ${memory.at(-1)?.toFixed(0)} MB; ` +
