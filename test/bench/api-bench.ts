@@ -1,0 +1,327 @@
+/**
+ * `npm run bench -- --api [--rate 250] [--seconds 30] [--subs 2] [--tenants 10] [--warmup 5] [--patches 100] [--tsx]`
+ * The path an integrator sees: the purchase API call that validates an order, to the webhook's arrival at the
+ * subscriber. Runs the gateway, a router and a dispatcher as processes (compiled, as production runs them) on a keyspace
+ * and topics of their own, the dev identity provider and a receiver in this process; per tenant, `--subs` Hmac
+ * subscriptions to purchaseOrder.validated are created through the API (their answers timed, then `--patches` PATCHes
+ * of one, timed too: each waits for its change marker's produce). Then `--rate` validations a second (round robin over
+ * the tenants) for `--warmup` seconds, not counted, and for `--seconds`. Prints the validate call's p50/p99/max, the
+ * call → receipt and answer → event on the topic → receipt latencies, validations/s answered, CPU per validation of
+ * every process and the router's and dispatcher's stages.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Pool } from 'undici';
+import { connectCassandra } from '../../core/cassandra.ts';
+import { loadConfig } from '../../core/config.ts';
+import { IntegratorStore } from '../../core/integrators/integrator-store.ts';
+import { createKafka } from '../../core/kafka.ts';
+import { createLogger } from '../../core/log.ts';
+import { createRegistry } from '../../core/registry.ts';
+import { topicNames } from '../../core/topics.ts';
+import { buildServices } from '../../infra/build.ts';
+import { ClientStore } from '../../infra/client-store.ts';
+import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/identity-provider.ts';
+import { freePort, repoRoot, spawnService, waitForHttp } from '../../infra/processes.ts';
+import { deprovision, provision } from '../../infra/provision.ts';
+import { ensureServers } from '../../infra/servers.ts';
+import type { PublishedEvent } from '../support/purchase.ts';
+import { benchEnv, rssMb } from './bench-env.ts';
+import { CpuMeter, formatCpu, localServerPids } from './process-cpu.ts';
+import { formatRuntime, formatStage, scrapeStages } from './stage-histograms.ts';
+
+const { values } = parseArgs({
+  options: {
+    api: { type: 'boolean', default: true },
+    rate: { type: 'string', default: '250' },
+    seconds: { type: 'string', default: '30' },
+    subs: { type: 'string', default: '2' },
+    tenants: { type: 'string', default: '10' },
+    warmup: { type: 'string', default: '5' },
+    patches: { type: 'string', default: '100' },
+    tsx: { type: 'boolean', default: false },
+  },
+});
+const rate = Number(values.rate);
+const seconds = Number(values.seconds);
+const subsPerTenant = Number(values.subs);
+const tenantCount = Number(values.tenants);
+const warmupSeconds = Number(values.warmup);
+const patches = Number(values.patches);
+
+const percentile = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
+const summary = (figures: number[]) => {
+  const sorted = [...figures].sort((a, b) => a - b);
+  const at = (p: number) => percentile(sorted, p).toFixed(1);
+  return `p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${(sorted.at(-1) ?? NaN).toFixed(1)} ms (${sorted.length})`;
+};
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// The receiver: when each (order, subscription) first arrived.
+const receivedAt = new Map<string, number>();
+let requests = 0;
+const receiver = createServer((request, response) => {
+  const chunks: Buffer[] = [];
+  request.on('data', (chunk: Buffer) => chunks.push(chunk));
+  request.on('end', () => {
+    const at = performance.timeOrigin + performance.now();
+    requests += 1;
+    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { entityId: string; subscriptionId: string };
+    const key = `${body.entityId}/${body.subscriptionId}`;
+    if (!receivedAt.has(key)) receivedAt.set(key, at);
+    response.writeHead(204).end();
+  });
+});
+await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+
+if (!values.tsx) buildServices((line) => console.log(line));
+const servers = await ensureServers({ root: path.join(repoRoot, '.local'), progress: (line) => console.log(line) });
+const run = randomUUID().slice(0, 8);
+const env = benchEnv(servers, run, { CASSANDRA_LOCAL_DC: servers.cassandraLocalDc });
+const logger = createLogger('bench', 'warn');
+await provision(loadConfig(env), logger);
+const db = await connectCassandra(loadConfig(env));
+const idpUrl = `http://127.0.0.1:${await freePort()}`;
+const clients = new ClientStore(db);
+const integrators = new IntegratorStore(db);
+const idp = buildIdentityProvider({
+  issuer: `${idpUrl}/`,
+  key: await loadOrCreateSigningKey(path.join(repoRoot, '.local', 'bench-idp-key.json')),
+  clients,
+  defaultAudience: 'core-api',
+});
+await idp.listen({ host: '127.0.0.1', port: Number(new URL(idpUrl).port) });
+Object.assign(env, { AUTH_URL: idpUrl, GATEWAY_BASE_URL: `http://127.0.0.1:${await freePort()}` });
+const config = loadConfig(env);
+const runtime = values.tsx ? 'tsx' : 'compiled';
+const logs = path.join(repoRoot, '.local', 'logs', 'bench');
+const metricsPorts = { router: await freePort(), dispatcher: await freePort() };
+const gateway = spawnService(
+  'gateway',
+  'api/main.ts',
+  { ...process.env, ...env },
+  path.join(logs, `gateway-${run}.log`),
+  runtime,
+);
+const services = [
+  gateway,
+  ...(['router', 'dispatcher'] as const).map((name) =>
+    spawnService(
+      name,
+      `${name}/main.ts`,
+      { ...process.env, ...env, METRICS_PORT: String(metricsPorts[name]) },
+      path.join(logs, `${name}-${run}.log`),
+      runtime,
+    ),
+  ),
+];
+
+/** Keep-alive connections, one per request in flight (global fetch costs the bench as much CPU as the gateway). */
+const pools: Pool[] = [];
+const client = (token: string) => {
+  const connections = new Pool(config.gateway.baseUrl, { connections: 64, pipelining: 1 });
+  pools.push(connections);
+  const authorization = `Bearer ${token}`;
+  return async (method: 'POST' | 'PATCH', route: string, body?: unknown) => {
+    const answer = await connections.request({
+      method,
+      path: route,
+      headers: body === undefined ? { authorization } : { authorization, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await answer.body.text();
+    return { status: answer.statusCode, text, json: <T>() => JSON.parse(text) as T };
+  };
+};
+const timed = async <T>(into: number[], call: () => Promise<T>) => {
+  const started = performance.now();
+  const result = await call();
+  into.push(performance.now() - started);
+  return result;
+};
+
+// Reads the purchase events topic: when each order's event was handed to Kafka (its create time).
+const kafka = createKafka(config.kafka.brokers, 'bench-api-reader', logger);
+const registry = createRegistry(config.schemaRegistryUrl);
+const consumer = kafka.consumer({ groupId: `bench-${run}`, maxWaitTimeInMs: 50 });
+const publishedAt = new Map<string, number>();
+
+try {
+  await waitForHttp(`${config.gateway.baseUrl}/ready`, 'gateway', 60_000, gateway.exited);
+  await consumer.connect();
+  await consumer.subscribe({ topics: [topicNames(config).purchaseEvents], fromBeginning: true });
+  await consumer.run({
+    partitionsConsumedConcurrently: 6,
+    eachMessage: async ({ message }) => {
+      if (!message.value) return; // a subscription change marker
+      const event = (await registry.decode(message.value)) as PublishedEvent;
+      if (!publishedAt.has(event.entityId)) publishedAt.set(event.entityId, Number(message.timestamp));
+    },
+  });
+
+  const creates: number[] = [];
+  const tenants = await Promise.all(
+    Array.from({ length: tenantCount }, async (_, index) => {
+      const tenantId = `bench-${run}-${index}`;
+      const clientId = `bench-${run}-${index}`;
+      const clientSecret = randomBytes(12).toString('hex');
+      await clients.create(clientId, clientSecret, tenantId);
+      for (const api of ['purchase', 'webhook'] as const) await integrators.register(api, clientId, tenantId);
+      const response = await fetch(`${idpUrl}/oauth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          client_id: clientId,
+          client_secret: clientSecret,
+          audience: 'core-api',
+          grant_type: 'client_credentials',
+        }),
+      });
+      const call = client(((await response.json()) as { access_token: string }).access_token);
+      const item = await call('POST', '/CorePurchase/REST/Items', { code: 'B-1', name: 'Bolt', unitPrice: '0.25' });
+      const subscriptions: string[] = [];
+      for (let sub = 0; sub < subsPerTenant; sub += 1) {
+        const created = await timed(creates, () =>
+          call('POST', '/CoreWebhook/REST/Webhooks/Subscriptions', {
+            url: receiverUrl,
+            eventTypes: ['purchaseOrder.validated'],
+            authenticationMode: 'Hmac',
+          }),
+        );
+        if (created.status !== 201)
+          throw new Error(`subscription creation answered ${created.status}: ${created.text}`);
+        subscriptions.push(created.json<{ id: string }>().id);
+      }
+      return { call, itemId: item.json<{ id: string }>().id, subscriptions };
+    }),
+  );
+  const updates: number[] = [];
+  for (let index = 0; index < patches; index += 1) {
+    const tenant = tenants[index % tenants.length]!;
+    const answer = await timed(updates, () =>
+      tenant.call('PATCH', `/CoreWebhook/REST/Webhooks/Subscriptions/${tenant.subscriptions[0]}`, {
+        description: `patch ${index}`,
+      }),
+    );
+    if (answer.status !== 200) throw new Error(`PATCH answered ${answer.status}: ${answer.text}`);
+  }
+
+  // Drafts for the warm-up and the run, made beforehand.
+  const total = Math.round(rate * (warmupSeconds + seconds));
+  const drafts: { id: string; tenant: (typeof tenants)[number] }[] = [];
+  for (let next = 0; next < total;) {
+    await Promise.all(
+      Array.from({ length: Math.min(50, total - next) }, async () => {
+        const index = next++;
+        const tenant = tenants[index % tenants.length]!;
+        const answer = await tenant.call('POST', '/CorePurchase/REST/PurchaseOrders', {
+          supplierName: 'Acme',
+          currency: 'EUR',
+          rows: [{ itemId: tenant.itemId, quantity: '1', description: `order ${index}` }],
+        });
+        if (answer.status !== 201) throw new Error(`creation answered ${answer.status}: ${answer.text}`);
+        drafts.push({ id: answer.json<{ id: string }>().id, tenant });
+      }),
+    );
+  }
+
+  /** Validates `orders` at `rate` a second (a tick every 10 ms); resolves when every call was answered. */
+  const validate = async (orders: typeof drafts) => {
+    const sent = new Map<string, number>();
+    const answered = new Map<string, number>();
+    const failures = new Map<number, number>();
+    const calls: Promise<void>[] = [];
+    const started = performance.now();
+    for (let next = 0; next < orders.length;) {
+      const due = Math.min(orders.length, Math.floor(((performance.now() - started) / 1000) * rate) + 1);
+      for (; next < due; next += 1) {
+        const { id, tenant } = orders[next]!;
+        sent.set(id, performance.timeOrigin + performance.now());
+        calls.push(
+          tenant.call('POST', `/CorePurchase/REST/PurchaseOrders/${id}/validate`).then((answer) => {
+            answered.set(id, performance.timeOrigin + performance.now());
+            if (answer.status !== 200) failures.set(answer.status, (failures.get(answer.status) ?? 0) + 1);
+          }),
+        );
+      }
+      await sleep(10);
+    }
+    await Promise.all(calls);
+    return { sent, answered, failures, seconds: (performance.now() - started) / 1000 };
+  };
+  const arrived = (orders: typeof drafts) =>
+    orders.every(({ id, tenant }) => tenant.subscriptions.every((sub) => receivedAt.has(`${id}/${sub}`)));
+  const waitFor = async (orders: typeof drafts, what: string) => {
+    const deadline = Date.now() + 120_000;
+    while (!arrived(orders)) {
+      if (Date.now() > deadline) throw new Error(`${what}: not every delivery arrived within 2 minutes`);
+      await sleep(50);
+    }
+  };
+
+  const warm = drafts.splice(0, Math.round(rate * warmupSeconds));
+  await validate(warm);
+  await waitFor(warm, 'warm-up');
+  const warmScrapes = new Map<string, string | undefined>();
+  for (const [service, port] of Object.entries(metricsPorts)) {
+    warmScrapes.set(service, (await scrapeStages(`http://127.0.0.1:${port}/metrics`)).text);
+  }
+  const cpu = new CpuMeter({
+    ...Object.fromEntries(services.map((service) => [service.name, service.child.pid])),
+    ...(await localServerPids()),
+    'bench (clients, receiver)': process.pid,
+  });
+  cpu.start();
+  const measured = await validate(drafts);
+  await waitFor(drafts, 'run');
+  const cpuLine = formatCpu(cpu.stop(), drafts.length, 'validation');
+
+  const validateMs: number[] = [];
+  const callToReceipt: number[] = [];
+  const answerToTopic: number[] = [];
+  const topicToReceipt: number[] = [];
+  for (const { id, tenant } of drafts) {
+    const sent = measured.sent.get(id)!;
+    const answered = measured.answered.get(id)!;
+    validateMs.push(answered - sent);
+    const onTopic = publishedAt.get(id);
+    if (onTopic !== undefined) answerToTopic.push(onTopic - answered);
+    for (const sub of tenant.subscriptions) {
+      const at = receivedAt.get(`${id}/${sub}`)!;
+      callToReceipt.push(at - sent);
+      if (onTopic !== undefined) topicToReceipt.push(at - onTopic);
+    }
+  }
+  const stages: string[] = [];
+  for (const [service, port] of Object.entries(metricsPorts)) {
+    const scrape = await scrapeStages(`http://127.0.0.1:${port}/metrics`, warmScrapes.get(service));
+    stages.push(...scrape.stages.map((entry) => formatStage(service, entry)));
+    if (scrape.runtime) stages.push(formatRuntime(service, scrape.runtime));
+  }
+  const failures = [...measured.failures].map(([status, count]) => `${count}× ${status}`).join(', ');
+  console.log(`
+${drafts.length} validations at ${rate}/s over ${tenantCount} tenants × ${subsPerTenant} subscriptions (${drafts.length * subsPerTenant} deliveries), after ${warm.length} as a warm-up
+validations answered: ${(drafts.length / measured.seconds).toFixed(0)}/s${failures ? `; not 200: ${failures}` : ''}; requests received ${requests}
+validate call (request → 200): ${summary(validateMs)}
+call → receipt (each delivery): ${summary(callToReceipt)}
+  answer → event on the topic (its create time): ${summary(answerToTopic)}
+  event on the topic → receipt: ${summary(topicToReceipt)}
+subscription create (request → 201): ${summary(creates)}; PATCH (request → 200): ${summary(updates)}
+${cpuLine}
+${stages.join('\n')}
+gateway RSS ${rssMb(gateway.child.pid!).toFixed(0)} MB`);
+} finally {
+  await consumer.disconnect();
+  await Promise.all(pools.map((connections) => connections.close()));
+  await Promise.all(services.map((service) => service.stop()));
+  await idp.close();
+  await db.shutdown();
+  receiver.close();
+  await deprovision(config, logger);
+  await servers.stop();
+}
