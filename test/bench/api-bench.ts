@@ -9,27 +9,24 @@
  * call → receipt and answer → event on the topic → receipt latencies, validations/s answered, CPU per validation of
  * every process and the router's and dispatcher's stages.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Pool } from 'undici';
 import { connectCassandra } from '../../core/cassandra.ts';
 import { loadConfig } from '../../core/config.ts';
-import { IntegratorStore } from '../../core/integrators/integrator-store.ts';
 import { createKafka } from '../../core/kafka.ts';
 import { createLogger } from '../../core/log.ts';
 import { createRegistry } from '../../core/registry.ts';
 import { topicNames } from '../../core/topics.ts';
 import { buildServices } from '../../infra/build.ts';
-import { ClientStore } from '../../infra/client-store.ts';
-import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/identity-provider.ts';
 import { freePort, repoRoot, spawnService, waitForHttp } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
 import { ensureServers } from '../../infra/servers.ts';
 import type { PublishedEvent } from '../support/purchase.ts';
 import { benchEnv, rssMb } from './bench-env.ts';
+import { benchIdentityProvider, GatewayClients, latencySummary } from './gateway-clients.ts';
 import { CpuMeter, formatCpu, localServerPids } from './process-cpu.ts';
 import { formatRuntime, formatStage, scrapeStages } from './stage-histograms.ts';
 
@@ -52,13 +49,7 @@ const tenantCount = Number(values.tenants);
 const warmupSeconds = Number(values.warmup);
 const patches = Number(values.patches);
 
-const percentile = (sorted: number[], p: number) =>
-  sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
-const summary = (figures: number[]) => {
-  const sorted = [...figures].sort((a, b) => a - b);
-  const at = (p: number) => percentile(sorted, p).toFixed(1);
-  return `p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${(sorted.at(-1) ?? NaN).toFixed(1)} ms (${sorted.length})`;
-};
+const summary = (figures: number[]) => latencySummary(figures, 1, true);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // The receiver: when each (order, subscription) first arrived.
@@ -86,17 +77,8 @@ const env = benchEnv(servers, run, { CASSANDRA_LOCAL_DC: servers.cassandraLocalD
 const logger = createLogger('bench', 'warn');
 await provision(loadConfig(env), logger);
 const db = await connectCassandra(loadConfig(env));
-const idpUrl = `http://127.0.0.1:${await freePort()}`;
-const clients = new ClientStore(db);
-const integrators = new IntegratorStore(db);
-const idp = buildIdentityProvider({
-  issuer: `${idpUrl}/`,
-  key: await loadOrCreateSigningKey(path.join(repoRoot, '.local', 'bench-idp-key.json')),
-  clients,
-  defaultAudience: 'core-api',
-});
-await idp.listen({ host: '127.0.0.1', port: Number(new URL(idpUrl).port) });
-Object.assign(env, { AUTH_URL: idpUrl, GATEWAY_BASE_URL: `http://127.0.0.1:${await freePort()}` });
+const idp = await benchIdentityProvider(db);
+Object.assign(env, { AUTH_URL: idp.url, GATEWAY_BASE_URL: `http://127.0.0.1:${await freePort()}` });
 const config = loadConfig(env);
 const runtime = values.tsx ? 'tsx' : 'compiled';
 const logs = path.join(repoRoot, '.local', 'logs', 'bench');
@@ -121,23 +103,7 @@ const services = [
   ),
 ];
 
-/** Keep-alive connections, one per request in flight (global fetch costs the bench as much CPU as the gateway). */
-const pools: Pool[] = [];
-const client = (token: string) => {
-  const connections = new Pool(config.gateway.baseUrl, { connections: 64, pipelining: 1 });
-  pools.push(connections);
-  const authorization = `Bearer ${token}`;
-  return async (method: 'POST' | 'PATCH', route: string, body?: unknown) => {
-    const answer = await connections.request({
-      method,
-      path: route,
-      headers: body === undefined ? { authorization } : { authorization, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await answer.body.text();
-    return { status: answer.statusCode, text, json: <T>() => JSON.parse(text) as T };
-  };
-};
+const clients = new GatewayClients(config.gateway.baseUrl, 64);
 const timed = async <T>(into: number[], call: () => Promise<T>) => {
   const started = performance.now();
   const result = await call();
@@ -168,21 +134,7 @@ try {
   const tenants = await Promise.all(
     Array.from({ length: tenantCount }, async (_, index) => {
       const tenantId = `bench-${run}-${index}`;
-      const clientId = `bench-${run}-${index}`;
-      const clientSecret = randomBytes(12).toString('hex');
-      await clients.create(clientId, clientSecret, tenantId);
-      for (const api of ['purchase', 'webhook'] as const) await integrators.register(api, clientId, tenantId);
-      const response = await fetch(`${idpUrl}/oauth/token`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          client_id: clientId,
-          client_secret: clientSecret,
-          audience: 'core-api',
-          grant_type: 'client_credentials',
-        }),
-      });
-      const call = client(((await response.json()) as { access_token: string }).access_token);
+      const call = clients.as(await idp.tokenFor(`bench-${run}-${index}`, tenantId, ['purchase', 'webhook']));
       const item = await call('POST', '/CorePurchase/REST/Items', { code: 'B-1', name: 'Bolt', unitPrice: '0.25' });
       const subscriptions: string[] = [];
       for (let sub = 0; sub < subsPerTenant; sub += 1) {
@@ -317,7 +269,7 @@ ${stages.join('\n')}
 gateway RSS ${rssMb(gateway.child.pid!).toFixed(0)} MB`);
 } finally {
   await consumer.disconnect();
-  await Promise.all(pools.map((connections) => connections.close()));
+  await clients.close();
   await Promise.all(services.map((service) => service.stop()));
   await idp.close();
   await db.shutdown();

@@ -6,24 +6,21 @@
  * fresh process: W more orders (default 1,000) are validated first, the same way, and count in no figure. It runs
  * compiled (buildServices, as in production), or through tsx with `--tsx`.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Pool } from 'undici';
 import { connectCassandra } from '../../core/cassandra.ts';
 import { loadConfig } from '../../core/config.ts';
-import { IntegratorStore } from '../../core/integrators/integrator-store.ts';
 import { createKafka } from '../../core/kafka.ts';
 import { createLogger } from '../../core/log.ts';
 import { createRegistry } from '../../core/registry.ts';
 import { topicNames } from '../../core/topics.ts';
-import { ClientStore } from '../../infra/client-store.ts';
-import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/identity-provider.ts';
 import { buildServices } from '../../infra/build.ts';
 import { freePort, repoRoot, spawnService, waitForHttp } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
 import { ensureServers } from '../../infra/servers.ts';
+import { rssMb } from './bench-env.ts';
+import { benchIdentityProvider, GatewayClients, latencySummary } from './gateway-clients.ts';
 import { CpuMeter, formatCpu, localServerPids } from './process-cpu.ts';
 import type { PublishedEvent } from '../support/purchase.ts';
 
@@ -41,37 +38,7 @@ const concurrency = Number(values.concurrency);
 const tenantCount = Number(values.tenants);
 const warmup = Number(values.warmup);
 
-const percentile = (sorted: number[], p: number) =>
-  sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
-const summary = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return `p50 ${percentile(sorted, 0.5)} ms, p99 ${percentile(sorted, 0.99)} ms, max ${sorted.at(-1)} ms`;
-};
-const rssMb = (pid: number) => {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
-  return line ? Number(line[1]) / 1024 : NaN;
-};
-/**
- * The bench's HTTP client: keep-alive connections, one per request in flight, through undici's request API. It is
- * load, not the system measured, and it shares the machine with it: global fetch cost the bench about 0.6 ms of CPU
- * per validation, as much as the gateway itself.
- */
-const connectionPools: Pool[] = [];
-const client = (base: string, token: string) => {
-  const connections = new Pool(base, { connections: concurrency, pipelining: 1 });
-  connectionPools.push(connections);
-  const authorization = `Bearer ${token}`;
-  return async (method: 'POST', path: string, body?: unknown) => {
-    const answer = await connections.request({
-      method,
-      path,
-      headers: body === undefined ? { authorization } : { authorization, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await answer.body.text();
-    return { status: answer.statusCode, text, json: <T>() => JSON.parse(text) as T };
-  };
-};
+const summary = (figures: number[]) => latencySummary(figures);
 /** Runs `task` for 0..count-1 with at most `limit` in flight. */
 const pool = async (count: number, limit: number, task: (index: number) => Promise<void>) => {
   let next = 0;
@@ -101,18 +68,10 @@ await provision(loadConfig(env), logger);
 
 // The dev identity provider in this process, on a free port; the gateway fetches its keys from it.
 const db = await connectCassandra(loadConfig(env));
-const idpUrl = `http://127.0.0.1:${await freePort()}`;
-const clients = new ClientStore(db);
-const integrators = new IntegratorStore(db);
-const idp = buildIdentityProvider({
-  issuer: `${idpUrl}/`,
-  key: await loadOrCreateSigningKey(path.join(repoRoot, '.local', 'bench-idp-key.json')),
-  clients,
-  defaultAudience: 'core-api',
-});
-await idp.listen({ host: '127.0.0.1', port: Number(new URL(idpUrl).port) });
-Object.assign(env, { AUTH_URL: idpUrl, GATEWAY_BASE_URL: `http://127.0.0.1:${await freePort()}` });
+const idp = await benchIdentityProvider(db);
+Object.assign(env, { AUTH_URL: idp.url, GATEWAY_BASE_URL: `http://127.0.0.1:${await freePort()}` });
 const config = loadConfig(env);
+const clients = new GatewayClients(config.gateway.baseUrl, concurrency);
 
 const gateway = spawnService(
   'gateway',
@@ -154,21 +113,7 @@ try {
   const tenants = await Promise.all(
     Array.from({ length: tenantCount }, async (_, index) => {
       const tenantId = `bench-${run}-${index}`;
-      const clientId = `bench-${run}-${index}`;
-      const clientSecret = randomBytes(12).toString('hex');
-      await clients.create(clientId, clientSecret, tenantId);
-      await integrators.register('purchase', clientId, tenantId);
-      const response = await fetch(`${idpUrl}/oauth/token`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          client_id: clientId,
-          client_secret: clientSecret,
-          audience: 'core-api',
-          grant_type: 'client_credentials',
-        }),
-      });
-      const call = client(config.gateway.baseUrl, ((await response.json()) as { access_token: string }).access_token);
+      const call = clients.as(await idp.tokenFor(`bench-${run}-${index}`, tenantId, ['purchase']));
       const item = await call('POST', '/CorePurchase/REST/Items', { code: 'B-1', name: 'Bolt', unitPrice: '0.25' });
       return { call, itemId: item.json<{ id: string }>().id };
     }),
@@ -248,7 +193,7 @@ ${cpuLine} (from the first validation to the last event)
 gateway RSS: ${rssMb(gateway.child.pid!).toFixed(0)} MB`);
 } finally {
   await consumer.disconnect();
-  await Promise.all(connectionPools.map((connections) => connections.close()));
+  await clients.close();
   await gateway.stop();
   await idp.close();
   await db.shutdown();
