@@ -1,7 +1,7 @@
 // Schemathesis (Python) for the OpenAPI contract test: a venv under .local/ made from PyPI on first use and reused
 // afterwards, and a runner that captures the CLI's output so a failed run shows what it found.
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -75,7 +75,16 @@ export async function runSchemathesis(args: string[], env: Record<string, string
       child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
       child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
       child.on('error', reject);
-      child.on('close', (exitCode) => resolve({ exitCode, output }));
+      const started = Date.now();
+      child.on('close', (exitCode) => {
+        // Kept beside the services' test logs: what ran and how long it took, also when the run passed.
+        const logs = path.join(repoRoot, '.local', 'logs', 'tests');
+        mkdirSync(logs, { recursive: true });
+        const name = (args[0] ?? 'run').replace(/^https?:\/\/[^/]+\//, '').replace(/[^\w.-]+/g, '-');
+        const took = `st run ${args.join(' ')}\nexit ${exitCode} after ${((Date.now() - started) / 1000).toFixed(1)} s\n\n`;
+        writeFileSync(path.join(logs, `schemathesis-${name}.log`), took + output);
+        resolve({ exitCode, output });
+      });
     });
   } finally {
     rmSync(scratch, { recursive: true, force: true });
