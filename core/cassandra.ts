@@ -1,16 +1,12 @@
 // The only module that creates cassandra-driver clients; stores receive a client and prepare their statements.
 import { readdir, readFile } from 'node:fs/promises';
 import cassandra from 'cassandra-driver';
-import { patchWriteQueue } from './cassandra-write-queue.ts';
 import type { Config } from './config.ts';
 import { InvalidInputError } from './errors.ts';
 import type { SendStatements } from './write-batcher.ts';
 
 export type CassandraClient = cassandra.Client;
 export const { types } = cassandra;
-
-// Before any client connects: requests queued in one event-loop turn share one socket write.
-patchWriteQueue();
 
 /**
  * Sends write statements in one request (write-batcher.ts): one alone, several as an unlogged batch. Each statement
