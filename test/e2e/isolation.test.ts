@@ -59,10 +59,12 @@ describe('isolation: healthy subscriptions beside slow, failing and hanging endp
     console.log('isolation mix', JSON.stringify(figures));
     expect(allArrived, JSON.stringify(figures.fast)).toBe(true);
     expect(figures.fast.duplicates).toBe(0);
-    // Without the misbehaving endpoints this shape's healthy p99 is tens of milliseconds here; behind them it was
-    // tens of seconds. Two seconds is far from both: what fails is a healthy delivery waiting for a broken endpoint.
-    expect(figures.fast.p99, JSON.stringify(figures.fast)).toBeLessThan(2_000);
-    expect(figures.fast.max, JSON.stringify(figures.fast)).toBeLessThan(5_000);
+    // Behind the misbehaving endpoints (before issue 27), healthy deliveries waited for their attempts: fast p50 25 s
+    // here, 1,290 of 4,000 still missing 30 s after the last event. The bound is the attempt timeout (5 s): a healthy
+    // delivery that had queued behind one hanging attempt would take longer. Not a latency target (the benches measure
+    // those: p99 220-1,500 ms in CI runs, 3.5 s once with the whole pipeline slow, p50 1.4 s, on a busy machine).
+    expect(figures.fast.p99, JSON.stringify(figures.fast)).toBeLessThan(5_000);
+    expect(figures.fast.max, JSON.stringify(figures.fast)).toBeLessThan(10_000);
     // The slow endpoints get deliveries all along (at 2 s an answer), not only after the fast ones.
     expect(figures.slow.received).toBeGreaterThan(0);
   });
