@@ -3,11 +3,14 @@
 // original event arriving exactly once more, as a new delivery with the same event, body and signature; a paced job is
 // cancelled midway; a router killed mid-job and started again resumes it without sending any delivery twice.
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectCassandra } from '../../core/cassandra.ts';
 import { loadConfig } from '../../core/config.ts';
 import { deliveryIdFor } from '../../core/ids.ts';
 import { createLogger } from '../../core/log.ts';
+import { repoRoot } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
 import { eventPublisher } from '../support/events.ts';
 import {
@@ -19,6 +22,17 @@ import {
   waitFor,
   type ReceivedRequest,
 } from '../support/harness.ts';
+
+/** The lines of a service's test log (.local/logs/tests) that mention `text`. */
+const logLines = (file: string, text: string): string[] => {
+  try {
+    return readFileSync(path.join(repoRoot, '.local', 'logs', 'tests', file), 'utf8')
+      .split('\n')
+      .filter((line) => line.includes(text));
+  } catch (error) {
+    return [`${file}: ${String(error)}`];
+  }
+};
 
 type Receiver = Awaited<ReturnType<typeof startReceiver>>;
 type Stack = Awaited<ReturnType<typeof startServices>>;
@@ -159,18 +173,37 @@ describe('bulk replay', () => {
     }
     // Every delivery abandoned at its 5 s lifetime, after a few attempts answered 500.
     for (const s of scenarios.values()) {
+      let seen = 'nothing read yet';
       await waitFor(
         async () => {
-          const page = await api<{ items: unknown[] }>(
+          const page = await api<{ items: { status: string }[] }>(
+            s.token,
+            'GET',
+            `/Deliveries?subscriptionId=${s.subscriptionId}&limit=500`,
+          );
+          const statuses = new Map<string, number>();
+          for (const { status } of page.body.items) statuses.set(status, (statuses.get(status) ?? 0) + 1);
+          seen = `${JSON.stringify(Object.fromEntries(statuses))}, ${s.receiver.received.length} requests received`;
+          if (statuses.get('abandoned') !== s.eventIds.length) return false;
+          // The status filter finds the same deliveries.
+          const filtered = await api<{ items: unknown[] }>(
             s.token,
             'GET',
             `/Deliveries?subscriptionId=${s.subscriptionId}&status=abandoned&limit=500`,
           );
-          return page.body.items.length === s.eventIds.length;
+          return filtered.body.items.length === s.eventIds.length;
         },
         `the ${s.eventIds.length} deliveries of ${s.tenant} to be abandoned`,
         45_000,
-      );
+      ).catch((error: Error) => {
+        // What the services did for this tenant: the timeout alone says nothing of where the deliveries stopped.
+        const lines = ['router', 'dispatcher'].flatMap((name) =>
+          logLines(`${name}-${env.CASSANDRA_KEYSPACE}.log`, s.tenant)
+            .slice(-8)
+            .map((line) => line.slice(0, 400)),
+        );
+        throw new Error(`${error.message}; deliveries by status: ${seen}; last log lines:\n${lines.join('\n')}`);
+      });
     }
   });
 
