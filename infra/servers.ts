@@ -13,6 +13,7 @@ import { apicurioDef } from './servers/apicurio.ts';
 import { cassandraDef } from './servers/cassandra.ts';
 import { Tools } from './servers/download.ts';
 import { kafkaDef } from './servers/kafka.ts';
+import { warmUp, warmUpMs } from './servers/warm-up.ts';
 import {
   ATTEMPT_MS,
   type Proc,
@@ -89,6 +90,12 @@ export async function ensureServers(opts: { root: string; progress?: Progress })
     throw new Error(failures.join('\n\n'));
   }
   if (wanted.length > 0) progress(`servers: ready in ${secondsSince(t0)}`);
+  // Only JVMs this call started are cold; one found running has carried load already (or is somebody else's).
+  const cold = (['kafka', 'cassandra'] as const).filter((name) => started.some((proc) => proc.name === name));
+  // Speed only: servers that answered their health checks are usable without it.
+  await warmUp(endpoints, cold, warmUpMs(env.SERVERS_WARM_UP), progress).catch((error: unknown) =>
+    progress(`warm-up: failed, the servers start cold (${errorMessage(error)})`),
+  );
   return { ...endpoints, stop };
 }
 

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ensureServers, type StartedServers } from '../../infra/servers.ts';
+import { warmUp } from '../../infra/servers/warm-up.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../.local');
 const hasExternal = ['KAFKA_BROKERS', 'CASSANDRA_CONTACT_POINTS', 'SCHEMA_REGISTRY_URL'].every((v) => process.env[v]);
@@ -57,4 +58,20 @@ describe('ensureServers', () => {
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ id: expect.any(Number) });
   });
+
+  it(
+    'warms Kafka and Cassandra up with produces, group fetches, writes, reads and compare-and-sets',
+    { timeout: 60_000 },
+    async () => {
+      const servers = first ?? (await ensureServers({ root }));
+      const said: string[] = [];
+      const report = await warmUp(servers, ['kafka', 'cassandra'], 1_500, (line) => said.push(line));
+      expect(report.kafka?.produced).toBeGreaterThan(0);
+      expect(report.kafka?.consumed).toBeGreaterThan(0);
+      expect(report.cassandra?.requests).toBeGreaterThan(0);
+      expect(said.at(-1)).toMatch(
+        /^warm-up: kafka [\d,]+ records produced and [\d,]+ consumed, cassandra [\d,]+ requests in [\d.]+ s$/,
+      );
+    },
+  );
 });
