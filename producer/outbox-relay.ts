@@ -8,8 +8,13 @@ import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts'
  */
 export type PublishEvent = (row: OutboxRow, mayBeDuplicate: boolean) => Promise<void>;
 
-/** Nudged orders remembered while the window is full (ids only): beyond this, the sweep publishes them. */
+/**
+ * Nudged orders remembered while the window is full (ids only), and orders remembered as published by a nudge: beyond
+ * this, the sweep publishes the first and reads the second at once.
+ */
 const MAX_DEFERRED = 100_000;
+/** How long an order published by a nudge is remembered for the sweep (its pointer is listed within the interval). */
+const FORGET_NUDGED_MS = 3 * MINUTE;
 
 /** Settings of an outbox relay (see the class comment for how the sweep uses them). */
 export interface OutboxRelayOptions {
@@ -50,19 +55,20 @@ interface Tracked {
 /**
  * Publishes every committed outbox row at least once.
  *
- * Fast path: `nudge` is called in-process once a state change and its outbox row committed, and publishes the order's
- * rows at once. Sweep: pointers are listed by minute bucket from the oldest still open to now; each order is read when
- * its pointer is first listed and again once the pointer has settled, and only then is the pointer deleted, with a
- * write time (`USING TIMESTAMP`) that removes the pointer writes that read has covered and no later one. So a writer
- * still between its pointer and its batch, or a second transition of the same order in the same minute, keeps its
- * pointer. A crash at any point leaves the row to a later read. Without a nudge (the writer's process runs no relay,
- * or died before publishing), an event whose batch landed just after its order's first read waits for the settling
- * read, up to settleMs; any other is published by the next sweep.
+ * Fast path: `nudge` is called in-process once a state change and its outbox row committed, with that row, and
+ * publishes it at once without reading it back. Sweep: pointers are listed by minute bucket from the oldest still open
+ * to now; each order is read when its pointer is first listed (unless a nudge here has published the row its pointer
+ * was written for: the read would find nothing) and again once the pointer has settled, and only then is the pointer
+ * deleted, with a write time (`USING TIMESTAMP`) that removes the pointer writes that read has covered and no later
+ * one. So a writer still between its pointer and its batch, or a second transition of the same order in the same
+ * minute, keeps its pointer. A crash at any point leaves the row to a later read. Without a nudge (the writer's process
+ * runs no relay, or died before publishing), an event whose batch landed just after its order's first read, or whose
+ * order a nudge here published just before, waits for the settling read, up to settleMs; any other is published by the
+ * next sweep.
  *
  * Window: publications hold the rows they read (a body may be tens of MB) until Kafka acknowledges them, which during
  * an outage is when it comes back. So the relay holds at most `window` orders and about `windowBytes` at once: a nudge
- * finding the window full is dropped (its pointer stays, and the sweep publishes the order), and the sweep waits for
- * room. Nothing else is queued in memory; once Kafka is back, the held publications finish and the sweep resumes from
+ * finding the window full waits as an id (its row is read when its turn comes), and the sweep waits for room. Nothing else is queued in memory; once Kafka is back, the held publications finish and the sweep resumes from
  * the pointers in Cassandra.
  */
 export class OutboxRelay {
@@ -70,6 +76,11 @@ export class OutboxRelay {
   /** One publication at a time per order, so this process never publishes a row twice. */
   private readonly perOrder = new Map<string, Promise<number>>();
   private readonly nudges = new Set<Promise<unknown>>();
+  /**
+   * Orders whose just-committed row a nudge published here, by when, oldest first: the pointer the sweep lists next for
+   * one was written before that row's batch, so its first read would find nothing; the settling read still comes.
+   */
+  private readonly nudgedAt = new Map<string, number>();
   /** Orders nudged while the window was full, in order, each once. */
   private readonly deferred = new Map<string, { tenantId: string; orderId: string }>();
   /** Publications in progress, and the payload bytes they hold (see `window`). */
@@ -106,17 +117,22 @@ export class OutboxRelay {
   }
 
   /**
-   * Publishes the order's unpublished rows now, or, when the window is full, as soon as it has room: the order's id
-   * waits (ids only, up to MAX_DEFERRED; the rows are read when their turn comes). A failure leaves them to the sweep.
+   * Publishes a row that has just committed, as it is (unread), or, when the window is full, the order's unpublished
+   * rows as soon as it has room: the order's id waits (ids only, up to MAX_DEFERRED; the rows are read when their turn
+   * comes). A failure leaves them to the sweep.
    */
-  nudge(tenantId: string, orderId: string): void {
+  nudge(row: OutboxRow): void {
+    this.nudgeOrder(row.tenantId, row.orderId, row);
+  }
+
+  private nudgeOrder(tenantId: string, orderId: string, committed?: OutboxRow): void {
     if (!this.hasRoom()) {
       if (this.deferred.size < MAX_DEFERRED) this.deferred.set(`${tenantId}\u0000${orderId}`, { tenantId, orderId });
       else this.logger.debug({ tenantId, orderId }, 'outbox relay backlog full; the sweep will publish the order');
       return;
     }
     this.inFlight += 1;
-    const nudge = this.publishInWindow(tenantId, orderId).catch((error: unknown) =>
+    const nudge = this.publishInWindow(tenantId, orderId, false, committed).catch((error: unknown) =>
       this.logger.warn({ err: error, tenantId, orderId }, 'outbox publication failed; the sweep will retry it'),
     );
     this.nudges.add(nudge);
@@ -137,7 +153,7 @@ export class OutboxRelay {
     for (const [key, { tenantId, orderId }] of this.deferred) {
       if (!this.hasRoom()) return;
       this.deferred.delete(key);
-      this.nudge(tenantId, orderId);
+      this.nudgeOrder(tenantId, orderId);
     }
   }
 
@@ -157,8 +173,15 @@ export class OutboxRelay {
       const listed = new Map<string, Tracked>();
       for (const { tenantId, orderId } of pointers) {
         const key = `${tenantId}\u0000${orderId}`;
-        // A pointer of a bucket that ended was written by then (give or take the clock skew settleMs allows for).
-        listed.set(key, before?.get(key) ?? { writtenBy: Math.min(now, (bucket + 1) * MINUTE), nextReadAt: now });
+        let tracked = before?.get(key);
+        if (!tracked) {
+          // A pointer of a bucket that ended was written by then (give or take the clock skew settleMs allows for).
+          const writtenBy = Math.min(now, (bucket + 1) * MINUTE);
+          // Written before the batch a nudge has since published: only the settling read can find more.
+          const nudged = this.nudgedAt.delete(key);
+          tracked = { writtenBy, nextReadAt: nudged ? writtenBy + settleMs : now };
+        }
+        listed.set(key, tracked);
       }
       if (listed.size > 0) this.tracked.set(bucket, listed);
       else this.tracked.delete(bucket);
@@ -185,6 +208,11 @@ export class OutboxRelay {
       if (pointers.length > 0 || bucket >= current - 1) oldestOpen = Math.min(oldestOpen, bucket);
     }
     for (const bucket of this.tracked.keys()) if (bucket < oldestOpen) this.tracked.delete(bucket);
+    // A nudge whose pointer no sweep listed (another relay's bucket range, or already dropped) is forgotten in time.
+    for (const [key, at] of this.nudgedAt) {
+      if (at >= now - FORGET_NUDGED_MS) break;
+      this.nudgedAt.delete(key);
+    }
     if (oldestOpen !== saved) await this.store.saveRelayProgress(this.options.name, oldestOpen);
     if (published > 0) this.logger.debug({ published }, 'outbox relay published events');
     return published;
@@ -201,13 +229,19 @@ export class OutboxRelay {
   }
 
   /** Publishes the order's rows in the place taken in the window, and gives the place (and the bytes) back. */
-  private async publishInWindow(tenantId: string, orderId: string, viaSweep = false): Promise<number> {
+  private async publishInWindow(
+    tenantId: string,
+    orderId: string,
+    viaSweep = false,
+    committed?: OutboxRow,
+  ): Promise<number> {
     let bytes = 0;
     try {
-      return await this.publishOrder(tenantId, orderId, viaSweep, (rows) => {
+      const onRead = (rows: OutboxRow[]) => {
         bytes = rows.reduce((total, row) => total + Buffer.byteLength(row.payload), 0);
         this.heldBytes += bytes;
-      });
+      };
+      return await this.publishOrder(tenantId, orderId, viaSweep, onRead, committed);
     } finally {
       this.inFlight -= 1;
       this.heldBytes -= bytes;
@@ -220,23 +254,35 @@ export class OutboxRelay {
     }
   }
 
-  /** Publishes, then marks published, the order's unpublished rows; one run at a time per order. */
+  /**
+   * Publishes, then marks published, the order's unpublished rows; one run at a time per order. A row `committed` just
+   * now is published as it is when no other run for its order is under way here: one that is (the sweep, listing the
+   * pointer first) may have published it already, and only a read after it tells.
+   */
   private publishOrder(
     tenantId: string,
     orderId: string,
     viaSweep: boolean,
     onRead: (rows: OutboxRow[]) => void,
+    committed?: OutboxRow,
   ): Promise<number> {
     const key = `${tenantId}\u0000${orderId}`;
-    const previous = this.perOrder.get(key) ?? Promise.resolve(0);
-    const next = previous
+    const previous = this.perOrder.get(key);
+    const known = previous === undefined ? committed : undefined;
+    const next = (previous ?? Promise.resolve(0))
       .catch(() => 0)
       .then(async () => {
-        const rows = await this.store.unpublished(tenantId, orderId);
+        const rows = known ? [known] : await this.store.unpublished(tenantId, orderId);
         onRead(rows);
         // Handed to the publisher in occurredAt order (no ordering is promised to subscribers, but it costs nothing).
         await Promise.all(rows.map((row) => this.publish(row, viaSweep)));
         await Promise.all(rows.map((row) => this.store.markPublished(row)));
+        // The sweep read the order after anything a nudge did before it: nothing is left for it to skip.
+        if (viaSweep) this.nudgedAt.delete(key);
+        else if (known && this.nudgedAt.size < MAX_DEFERRED) {
+          this.nudgedAt.delete(key); // kept in the order of publication, oldest first
+          this.nudgedAt.set(key, (this.options.now ?? Date.now)());
+        }
         return rows.length;
       });
     this.perOrder.set(key, next);

@@ -20,7 +20,7 @@ export async function startPurchaseService(
   const topics = topicNames(config);
   // With the relay in this process, a committed transition is published at once; the sweep is the safety net.
   let relay: OutboxRelay | undefined;
-  const store = new PurchaseStore(platform.db, (tenantId, orderId) => relay?.nudge(tenantId, orderId));
+  const store = new PurchaseStore(platform.db, (row) => relay?.nudge(row));
   const publisher = await Publisher.connect(platform.kafka);
   const eventCodec = await codecFor<Record<string, unknown>>(
     platform.registry,

@@ -27,8 +27,8 @@ export interface OutboxRow {
   payload: string;
 }
 
-/** Told once a state change and its outbox row have committed (an in-process relay publishes them at once). */
-export type TransitionListener = (tenantId: string, orderId: string) => void;
+/** Told once a state change and its outbox row have committed, with that row (an in-process relay publishes it at once). */
+export type TransitionListener = (row: OutboxRow) => void;
 
 /** Cassandra store of items, purchase orders, their outbox rows and reference sequences. */
 export class PurchaseStore {
@@ -160,6 +160,7 @@ export class PurchaseStore {
     const body = serializePurchaseOrder(dto);
     // A large body is written in chunks first, under an id only this attempt uses: a lost race leaves it unreferenced.
     const stored = await this.storeBody(tenantId, dto.id, body);
+    const outboxId = newId();
     await this.db.execute('INSERT INTO outbox_pointers (bucket, tenant_id, order_id) VALUES (?, ?, ?)', [
       Math.floor(Date.now() / MINUTE),
       tenantId,
@@ -177,7 +178,7 @@ export class PurchaseStore {
           {
             query: `INSERT INTO purchase_orders (tenant_id, id, outbox_id, event_type, occurred_at, reference, payload,
                     payload_body_id, published) VALUES (?, ?, ?, ?, ?, ?, ?, ?, false)`,
-            params: [tenantId, dto.id, newId(), eventType, occurredAt, dto.reference, stored.inline, stored.bodyId],
+            params: [tenantId, dto.id, outboxId, eventType, occurredAt, dto.reference, stored.inline, stored.bodyId],
           },
         ],
         { prepare: true, logged: true },
@@ -202,7 +203,15 @@ export class PurchaseStore {
         (stored.bodyId === null ? row.dto === body : row.body_id === stored.bodyId);
     }
     if (!applied) return undefined;
-    this.onCommitted?.(tenantId, dto.id);
+    this.onCommitted?.({
+      tenantId,
+      orderId: dto.id,
+      outboxId,
+      eventType,
+      occurredAt,
+      reference: dto.reference,
+      payload: body,
+    });
     return body;
   }
 

@@ -26,8 +26,16 @@ class TenantStore extends PurchaseStore {
     super(db);
   }
 
+  /** Reads of an order's outbox rows made so far. */
+  reads = 0;
+
   override async pointers(bucket: number) {
     return (await super.pointers(bucket)).filter((pointer) => pointer.tenantId === this.tenantId);
+  }
+
+  override async unpublished(tenantId: string, orderId: string) {
+    this.reads += 1;
+    return super.unpublished(tenantId, orderId);
   }
 }
 
@@ -346,7 +354,7 @@ describe('purchase store and outbox relay', () => {
         windowBytes: 64 * 1024 * 1024,
       },
     );
-    const writer = new PurchaseStore(db, (tenant, orderId) => relay.nudge(tenant, orderId));
+    const writer = new PurchaseStore(db, (row) => relay.nudge(row));
     const now = new Date().toISOString();
     const item = { id: 'i1', code: 'C1', name: 'Bolt', unitPrice: '2', createdAt: now };
     const orders = await Promise.all(
@@ -416,7 +424,7 @@ describe('purchase store and outbox relay', () => {
         windowBytes: 64 * 1024 * 1024,
       },
     );
-    const writer = new PurchaseStore(db, (tenant, orderId) => relay.nudge(tenant, orderId));
+    const writer = new PurchaseStore(db, (row) => relay.nudge(row));
     const now = new Date().toISOString();
     const item = { id: 'i1', code: 'C1', name: 'Bolt', unitPrice: '2', createdAt: now };
     const orders = await Promise.all(
@@ -445,10 +453,52 @@ describe('purchase store and outbox relay', () => {
 
   it('publishes at once when nudged after a commit, without waiting for a sweep', async () => {
     const { tenantId, relay, published, order } = await setup();
-    const store = new PurchaseStore(db, (tenant, orderId) => relay.nudge(tenant, orderId));
+    const store = new PurchaseStore(db, (row) => relay.nudge(row));
     const body = await transition(store, tenantId, validated(order, 'PO-000001', new Date().toISOString()), 1);
     await relay.idle();
     expect(published.map((row) => row.payload)).toEqual([body]);
     expect(await store.unpublished(tenantId, order.id)).toEqual([]);
+  });
+
+  it('publishes a nudged row as committed, unread, and reads its order again only at the settling read', async () => {
+    const { tenantId, store, relay, published, clock, order, pointers } = await setup();
+    const writer = new PurchaseStore(db, (row) => relay.nudge(row));
+    const body = await transition(writer, tenantId, validated(order, 'PO-000001', new Date().toISOString()), 1);
+    await relay.idle();
+    expect(published.map((row) => row.payload)).toEqual([body]);
+    expect(store.reads).toBe(0);
+    expect(await store.unpublished(tenantId, order.id)).toEqual([]); // marked published
+    store.reads = 0;
+
+    // The sweep lists the pointer, written before the batch the nudge published: no read until it has settled.
+    expect(await relay.pass()).toBe(0);
+    expect(store.reads).toBe(0);
+    expect(await pointers()).toHaveLength(1);
+    clock.at = Date.now() + SETTLE_MS + MINUTE;
+    expect(await relay.pass()).toBe(0);
+    expect(store.reads).toBe(1);
+    expect(await pointers()).toEqual([]);
+    expect(published).toHaveLength(1);
+  });
+
+  it('still publishes a later transition of a nudged order that no nudge published (its writer died), at the settling read', async () => {
+    const { tenantId, store, relay, published, clock, order, pointers } = await setup();
+    const writer = new PurchaseStore(db, (row) => relay.nudge(row));
+    const validatedBody = await transition(
+      writer,
+      tenantId,
+      validated(order, 'PO-000001', new Date().toISOString()),
+      1,
+    );
+    await relay.idle();
+    // The cancellation comes from a process without a relay that stops after its commit: it rewrites the same pointer.
+    const validatedDto = JSON.parse(validatedBody!) as PurchaseOrderDTO;
+    const cancelledBody = await transition(store, tenantId, cancelled(validatedDto, new Date().toISOString()), 2);
+    expect(await relay.pass()).toBe(0);
+    expect(await pointers()).toHaveLength(1);
+    clock.at = Date.now() + SETTLE_MS + MINUTE;
+    expect(await relay.pass()).toBe(1);
+    expect(published.map((row) => row.payload)).toEqual([validatedBody, cancelledBody]);
+    expect(await pointers()).toEqual([]);
   });
 });
