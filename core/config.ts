@@ -111,6 +111,11 @@ export interface Config {
      */
     readonly laneBacklog: number;
     readonly overflowDelayMs: number;
+    /**
+     * Bytes of records one fetch brings of each partition at most (DISPATCHER_FETCH_BYTES): kafkajs decodes a whole
+     * fetch response in one go, so this bounds how long the event loop is held by one.
+     */
+    readonly fetchBytesPerPartition: number;
   };
   /** Bulk replay jobs, run by the routers (router/replay-runner.ts). */
   readonly replay: {
@@ -206,6 +211,7 @@ export function loadConfig(env: Env = process.env): Config {
       heapGrowthPercent: read.integer('DISPATCHER_HEAP_GROWTH_PERCENT', 100, 0, 1_000),
       laneBacklog: read.integer('DISPATCHER_LANE_BACKLOG', 100, 1, 1_000_000),
       overflowDelayMs: read.duration('DISPATCHER_OVERFLOW_DELAY', '5s'),
+      fetchBytesPerPartition: read.integer('DISPATCHER_FETCH_BYTES', 1_048_576, 1_024, 100_000_000),
       circuit: {
         failures: read.integer('DISPATCHER_CIRCUIT_FAILURES', 5, 0, 10_000),
         // By default as long as the first retry delay, and at most an hour or the longest delay.

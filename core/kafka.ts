@@ -293,6 +293,8 @@ export interface ConsumerOptions {
   onMembership?: (membership: GroupMembership | undefined) => void;
   /** Start from the oldest offsets when the group has none committed. */
   fromBeginning?: boolean;
+  /** Bytes of records one fetch brings of each partition at most (kafkajs' default: 1 MiB). */
+  fetchBytesPerPartition?: number;
   /** Called when this member joins its group (a new assignment), before it handles any record of that generation. */
   onJoin?: () => void;
   metrics?: ConsumerMetrics;
@@ -362,6 +364,9 @@ export class ConsumerRunner {
       maxWaitTimeInMs: 100,
       sessionTimeout: 10_000,
       heartbeatInterval: 1_000,
+      ...(this.options.fetchBytesPerPartition !== undefined && {
+        maxBytesPerPartition: this.options.fetchBytesPerPartition,
+      }),
     });
     this.consumer = consumer;
     // A new generation starts from the committed offsets: forget what the previous one tracked.

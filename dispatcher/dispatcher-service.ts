@@ -181,6 +181,7 @@ export async function startDispatcher(
     },
     onMembership: (membership) => rates.setView(membership),
     fromBeginning: true,
+    fetchBytesPerPartition: config.dispatcher.fetchBytesPerPartition,
     logger,
     metrics: metrics.consumer,
     // Stateless: exiting hands the partitions to the other members and lets the supervisor start a fresh process.
