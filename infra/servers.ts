@@ -64,7 +64,12 @@ const FOREIGN_PORT_GRACE_MS = 15_000;
  * Starts (or reuses) Kafka, Cassandra and Apicurio under `root` (the repo's `.local/`). A server whose variable
  * (KAFKA_BROKERS, CASSANDRA_CONTACT_POINTS, SCHEMA_REGISTRY_URL) is set is taken from the environment instead.
  */
-export async function ensureServers(opts: { root: string; progress?: Progress }): Promise<StartedServers> {
+export async function ensureServers(opts: {
+  root: string;
+  progress?: Progress;
+  /** How long cold servers are loaded first (default: SERVERS_WARM_UP, else a minute; 0 skips it). */
+  warmUpMs?: number;
+}): Promise<StartedServers> {
   const progress = opts.progress ?? (() => {});
   const root = path.resolve(opts.root);
   const ports = configuredPorts();
@@ -93,7 +98,7 @@ export async function ensureServers(opts: { root: string; progress?: Progress })
   // Only JVMs this call started are cold; one found running has carried load already (or is somebody else's).
   const cold = (['kafka', 'cassandra'] as const).filter((name) => started.some((proc) => proc.name === name));
   // Speed only: servers that answered their health checks are usable without it.
-  await warmUp(endpoints, cold, warmUpMs(env.SERVERS_WARM_UP), progress).catch((error: unknown) =>
+  await warmUp(endpoints, cold, opts.warmUpMs ?? warmUpMs(env.SERVERS_WARM_UP), progress).catch((error: unknown) =>
     progress(`warm-up: failed, the servers start cold (${errorMessage(error)})`),
   );
   return { ...endpoints, stop };
