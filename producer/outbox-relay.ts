@@ -8,13 +8,8 @@ import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts'
  */
 export type PublishEvent = (row: OutboxRow, mayBeDuplicate: boolean) => Promise<void>;
 
-/**
- * Nudged orders remembered while the window is full (ids only), and orders remembered as published by a nudge: beyond
- * this, the sweep publishes the first and reads the second at once.
- */
+/** Nudged orders remembered while the window is full (ids only): beyond this, the sweep publishes them. */
 const MAX_DEFERRED = 100_000;
-/** How long an order published by a nudge is remembered for the sweep (its pointer is listed within the interval). */
-const FORGET_NUDGED_MS = 3 * MINUTE;
 
 /** Settings of an outbox relay (see the class comment for how the sweep uses them). */
 export interface OutboxRelayOptions {
@@ -57,30 +52,26 @@ interface Tracked {
  *
  * Fast path: `nudge` is called in-process once a state change and its outbox row committed, with that row, and
  * publishes it at once without reading it back. Sweep: pointers are listed by minute bucket from the oldest still open
- * to now; each order is read when its pointer is first listed (unless a nudge here has published the row its pointer
- * was written for: the read would find nothing) and again once the pointer has settled, and only then is the pointer
- * deleted, with a write time (`USING TIMESTAMP`) that removes the pointer writes that read has covered and no later
- * one. So a writer still between its pointer and its batch, or a second transition of the same order in the same
- * minute, keeps its pointer. A crash at any point leaves the row to a later read. Without a nudge (the writer's process
- * runs no relay, or died before publishing), an event whose batch landed just after its order's first read, or whose
- * order a nudge here published just before, waits for the settling read, up to settleMs; any other is published by the
+ * to now; each order is read when its pointer is first listed (a later transition by a writer that runs no relay
+ * shares the pointer, so this read is not skipped even when a nudge here has published the order's row) and again once
+ * the pointer has settled, and only then is the pointer deleted, with a write time (`USING TIMESTAMP`) that removes the
+ * pointer writes that read has covered and no later one. So a writer still between its pointer and its batch, or a
+ * second transition of the same order in the same minute, keeps its pointer. A crash at any point leaves the row to a
+ * later read. Without a nudge (the writer's process runs no relay, or died before publishing), an event whose batch
+ * landed just after its order's first read waits for the settling read, up to settleMs; any other is published by the
  * next sweep.
  *
  * Window: publications hold the rows they read (a body may be tens of MB) until Kafka acknowledges them, which during
  * an outage is when it comes back. So the relay holds at most `window` orders and about `windowBytes` at once: a nudge
- * finding the window full waits as an id (its row is read when its turn comes), and the sweep waits for room. Nothing else is queued in memory; once Kafka is back, the held publications finish and the sweep resumes from
- * the pointers in Cassandra.
+ * finding the window full waits as an id (its row is read when its turn comes), and the sweep waits for room. Nothing
+ * else is queued in memory; once Kafka is back, the held publications finish and the sweep resumes from the pointers
+ * in Cassandra.
  */
 export class OutboxRelay {
   private readonly tracked = new Map<number, Map<string, Tracked>>();
   /** One publication at a time per order, so this process never publishes a row twice. */
   private readonly perOrder = new Map<string, Promise<number>>();
   private readonly nudges = new Set<Promise<unknown>>();
-  /**
-   * Orders whose just-committed row a nudge published here, by when, oldest first: the pointer the sweep lists next for
-   * one was written before that row's batch, so its first read would find nothing; the settling read still comes.
-   */
-  private readonly nudgedAt = new Map<string, number>();
   /** Orders nudged while the window was full, in order, each once. */
   private readonly deferred = new Map<string, { tenantId: string; orderId: string }>();
   /** Publications in progress, and the payload bytes they hold (see `window`). */
@@ -173,15 +164,8 @@ export class OutboxRelay {
       const listed = new Map<string, Tracked>();
       for (const { tenantId, orderId } of pointers) {
         const key = `${tenantId}\u0000${orderId}`;
-        let tracked = before?.get(key);
-        if (!tracked) {
-          // A pointer of a bucket that ended was written by then (give or take the clock skew settleMs allows for).
-          const writtenBy = Math.min(now, (bucket + 1) * MINUTE);
-          // Written before the batch a nudge has since published: only the settling read can find more.
-          const nudged = this.nudgedAt.delete(key);
-          tracked = { writtenBy, nextReadAt: nudged ? writtenBy + settleMs : now };
-        }
-        listed.set(key, tracked);
+        // A pointer of a bucket that ended was written by then (give or take the clock skew settleMs allows for).
+        listed.set(key, before?.get(key) ?? { writtenBy: Math.min(now, (bucket + 1) * MINUTE), nextReadAt: now });
       }
       if (listed.size > 0) this.tracked.set(bucket, listed);
       else this.tracked.delete(bucket);
@@ -208,11 +192,6 @@ export class OutboxRelay {
       if (pointers.length > 0 || bucket >= current - 1) oldestOpen = Math.min(oldestOpen, bucket);
     }
     for (const bucket of this.tracked.keys()) if (bucket < oldestOpen) this.tracked.delete(bucket);
-    // A nudge whose pointer no sweep listed (another relay's bucket range, or already dropped) is forgotten in time.
-    for (const [key, at] of this.nudgedAt) {
-      if (at >= now - FORGET_NUDGED_MS) break;
-      this.nudgedAt.delete(key);
-    }
     if (oldestOpen !== saved) await this.store.saveRelayProgress(this.options.name, oldestOpen);
     if (published > 0) this.logger.debug({ published }, 'outbox relay published events');
     return published;
@@ -277,12 +256,6 @@ export class OutboxRelay {
         // Handed to the publisher in occurredAt order (no ordering is promised to subscribers, but it costs nothing).
         await Promise.all(rows.map((row) => this.publish(row, viaSweep)));
         await Promise.all(rows.map((row) => this.store.markPublished(row)));
-        // The sweep read the order after anything a nudge did before it: nothing is left for it to skip.
-        if (viaSweep) this.nudgedAt.delete(key);
-        else if (known && this.nudgedAt.size < MAX_DEFERRED) {
-          this.nudgedAt.delete(key); // kept in the order of publication, oldest first
-          this.nudgedAt.set(key, (this.options.now ?? Date.now)());
-        }
         return rows.length;
       });
     this.perOrder.set(key, next);
