@@ -41,6 +41,17 @@ export default defineConfig({
         },
       },
       {
+        // The local cluster (infra/servers/cluster.ts) under faults: it starts its own servers, so no global setup.
+        // `npm test` runs it last, once the single-node servers are stopped.
+        test: {
+          name: 'cluster',
+          include: ['test/cluster/**/*.test.ts'],
+          testTimeout: 900_000,
+          fileParallelism: false,
+          sequence: { groupOrder: 4 },
+        },
+      },
+      {
         test: {
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],

@@ -41,6 +41,7 @@ export async function startContainers(opts: { progress?: Progress } = {}): Promi
     throw new Error(failed.join('\n'));
   }
   return {
+    started: specs.map(([name]) => name),
     kafkaBrokers: [`${HOST}:${ports.kafka}`],
     cassandraContactPoints: [`${HOST}:${ports.cassandra}`],
     cassandraLocalDc: 'datacenter1',

@@ -9,10 +9,12 @@
  */
 import fsp from 'node:fs/promises';
 import path from 'node:path';
+import cassandra from 'cassandra-driver';
 import { apicurioDef } from './servers/apicurio.ts';
 import { cassandraDef } from './servers/cassandra.ts';
+import { activeController, clusterEndpoints, clusterNodes, type ClusterNode } from './servers/cluster.ts';
 import { Tools } from './servers/download.ts';
-import { kafkaDef } from './servers/kafka.ts';
+import { kafkaDef, kafkaRoundTrip, persistedClusterId } from './servers/kafka.ts';
 import { warmUp, warmUpMs } from './servers/warm-up.ts';
 import {
   ATTEMPT_MS,
@@ -47,9 +49,15 @@ export interface ServerEndpoints {
 export interface StartedServers extends ServerEndpoints {
   /** Stops only the servers this call started (reused or external ones are left alone). */
   stop(): Promise<void>;
+  /** The servers this call started (ids such as `kafka` or `cluster/kafka-2`); none when all were running already. */
+  started: string[];
 }
 export interface ServerStatus {
   name: ServerName;
+  /** The process: the kind's name, or a cluster node's `cluster/kafka-2`. */
+  id: string;
+  /** What it is in the cluster (`broker, controller (active)`, `seed`); empty for a single server. */
+  role: string;
   address: string;
   /** Pid from our pid file when that process is alive. */
   pid: number | undefined;
@@ -101,35 +109,133 @@ export async function ensureServers(opts: {
   await warmUp(endpoints, cold, opts.warmUpMs ?? warmUpMs(env.SERVERS_WARM_UP), progress).catch((error: unknown) =>
     progress(`warm-up: failed, the servers start cold (${errorMessage(error)})`),
   );
-  return { ...endpoints, stop };
+  return { ...endpoints, stop, started: started.map((proc) => proc.name) };
 }
 
-/** Stops whatever the pid files under `root/run` name (servers started by any earlier `ensureServers`). */
-export async function stopServers(root: string, progress: Progress = () => {}): Promise<void> {
+/**
+ * Starts (or reuses) the local cluster (infra/servers/cluster.ts): three Kafka nodes and the registry at once, the
+ * Cassandra seed and then the two other nodes; then checks the whole: an acks=all round trip through a topic of three
+ * replicas, and the three Cassandra nodes up as a client sees them. No warm-up.
+ */
+export async function ensureCluster(opts: { root: string; progress?: Progress }): Promise<StartedServers> {
+  const progress = opts.progress ?? (() => {});
+  const root = path.resolve(opts.root);
+  const idFile = path.join(root, 'data', 'cluster', 'kafka-cluster-id');
+  await fsp.mkdir(path.dirname(idFile), { recursive: true });
+  const nodes = clusterNodes(await persistedClusterId(idFile));
+  const endpoints = clusterEndpoints();
+  const started: Proc[] = [];
+  const stop = onceOnly(() => stopAll(started, progress));
+  const t0 = Date.now();
+  const tools = new Tools(progress);
+  const one = (node: ClusterNode) => ensureOne(node.def, root, tools, progress, started);
+  const [seed, ...others] = nodes.cassandra;
+  const results = await Promise.allSettled([
+    ...nodes.kafka.map(one),
+    one(nodes.registry),
+    // Nodes join through the seed: it goes first. With their tokens set they join without streaming, so at once.
+    one(seed!).then(() => Promise.all(others.map(one))),
+  ]);
+  const failures = results.flatMap((r) => (r.status === 'rejected' ? [errorMessage(r.reason)] : []));
+  try {
+    if (failures.length > 0) throw new Error(failures.join('\n\n'));
+    // Just started, the brokers may not all know the new topic's leader yet: those answers are retried.
+    await retryFor(ATTEMPT_MS, () => kafkaRoundTrip(endpoints.kafkaBrokers, nodes.kafka.length)).catch(
+      (error: unknown) => {
+        throw new Error(`kafka cluster: no acks=all round trip through 3 replicas: ${errorMessage(error)}`);
+      },
+    );
+    await retryFor(ATTEMPT_MS, () => cassandraNodesUp(endpoints.cassandraContactPoints));
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  progress(`cluster: ready in ${secondsSince(t0)}`);
+  return { ...endpoints, stop, started: started.map((proc) => proc.name) };
+}
+
+/** Runs `attempt` until it resolves, a second apart; rejects with its last error once `ms` have passed. */
+async function retryFor(ms: number, attempt: () => Promise<void>): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      return await withTimeout(attempt(), Math.max(deadline - Date.now(), 1_000), 'timed out');
+    } catch (error) {
+      if (Date.now() >= deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+  }
+}
+
+/** Resolves once a client of the cluster sees every one of `contactPoints` up. */
+async function cassandraNodesUp(contactPoints: string[]): Promise<void> {
+  const client = new cassandra.Client({
+    contactPoints,
+    localDataCenter: LOCAL_DC,
+    socketOptions: { connectTimeout: 2_000, readTimeout: 5_000 },
+  });
+  try {
+    await client.connect();
+    const hosts = client.hosts.values();
+    const up = hosts.filter((host) => host.isUp()).map((host) => host.address);
+    if (up.length < contactPoints.length) {
+      throw new Error(`cassandra cluster: ${up.length} of ${contactPoints.length} nodes up (${up.join(', ')})`);
+    }
+  } finally {
+    await client.shutdown().catch(() => {});
+  }
+}
+
+/**
+ * Stops whatever the pid files under `root/run` name (servers started by any earlier `ensureServers`), and the
+ * cluster's under `root/run/cluster` (`ensureCluster`); `only` stops one of the two.
+ */
+export async function stopServers(
+  root: string,
+  progress: Progress = () => {},
+  only?: 'single' | 'cluster',
+): Promise<void> {
   const runDir = path.join(path.resolve(root), 'run');
-  const names = await fsp.readdir(runDir).catch(() => [] as string[]);
+  const dirs =
+    only === 'single'
+      ? [runDir]
+      : only === 'cluster'
+        ? [path.join(runDir, 'cluster')]
+        : [runDir, path.join(runDir, 'cluster')];
   const procs: Proc[] = [];
-  for (const file of names.filter((n) => n.endsWith('.pid'))) {
-    const pidFile = path.join(runDir, file);
-    const pid = await livePid(pidFile, path.resolve(root));
-    if (pid === undefined) await removePidFile(pidFile);
-    else procs.push(pidProc(file.replace(/\.pid$/, ''), pid, pidFile));
+  for (const dir of dirs) {
+    const names = await fsp.readdir(dir).catch(() => [] as string[]);
+    for (const file of names.filter((n) => n.endsWith('.pid'))) {
+      const pidFile = path.join(dir, file);
+      const pid = await livePid(pidFile, path.resolve(root));
+      if (pid === undefined) await removePidFile(pidFile);
+      else procs.push(pidProc(path.relative(runDir, pidFile).replace(/\.pid$/, ''), pid, pidFile));
+    }
   }
   if (procs.length === 0) progress('servers: none running');
   await stopAll(procs, progress);
 }
 
-/** What runs where, for `npm run servers -- status`. */
-export async function serverStatus(root: string): Promise<ServerStatus[]> {
+/** What runs where, for `npm run servers -- status` (with `cluster`, the cluster's nodes). */
+export async function serverStatus(root: string, cluster = false): Promise<ServerStatus[]> {
   const absRoot = path.resolve(root);
+  const controller = cluster ? activeController(absRoot) : undefined;
+  const nodes: ClusterNode[] = cluster
+    ? (() => {
+        const all = clusterNodes('');
+        return [...all.kafka, ...all.cassandra, all.registry];
+      })()
+    : serverDefs(configuredPorts()).map((def) => ({ def, index: 1, role: '' }));
   return Promise.all(
-    serverDefs(configuredPorts()).map(async (def): Promise<ServerStatus> => {
-      const pid = await livePid(pathsFor(absRoot, def.name).pid, absRoot);
+    nodes.map(async ({ def, index, role }): Promise<ServerStatus> => {
+      const pid = await livePid(pathsFor(absRoot, def.name, def.id).pid, absRoot);
+      const shown = def.name === 'kafka' && cluster && controller === index ? `${role} (active controller)` : role;
+      const base = { name: def.name, id: def.id, role: shown, address: def.address, pid };
       try {
         await withTimeout(def.check(), ATTEMPT_MS, 'health check timed out');
-        return { name: def.name, address: def.address, pid, healthy: true, detail: 'healthy' };
+        return { ...base, healthy: true, detail: 'healthy' };
       } catch (err) {
-        return { name: def.name, address: def.address, pid, healthy: false, detail: errorMessage(err) };
+        return { ...base, healthy: false, detail: errorMessage(err) };
       }
     }),
   );
@@ -157,16 +263,16 @@ function serverDefs(ports: Ports): ServerDef[] {
 }
 
 async function ensureOne(def: ServerDef, root: string, tools: Tools, progress: Progress, started: Proc[]) {
-  const paths = pathsFor(root, def.name);
+  const paths = pathsFor(root, def.name, def.id);
   const t0 = Date.now();
   const pid = await livePid(paths.pid, root);
   if (pid !== undefined) {
     // Ours from an earlier run, possibly still booting (e.g. a `start` that was interrupted).
     await waitHealthy(def, paths, pidProc(def.name, pid, paths.pid), def.startupMs);
-    progress(`${def.name}: reusing ${def.address} (pid ${pid}, checked in ${secondsSince(t0)})`);
+    progress(`${def.id}: reusing ${def.address} (pid ${pid}, checked in ${secondsSince(t0)})`);
     return;
   }
-  if (await portAnswers(def.port)) {
+  if (await portAnswers(def.port, 1_000, def.host)) {
     try {
       await waitHealthy(def, paths, undefined, FOREIGN_PORT_GRACE_MS);
     } catch (err) {
@@ -176,15 +282,15 @@ async function ensureOne(def: ServerDef, root: string, tools: Tools, progress: P
         { cause: err },
       );
     }
-    progress(`${def.name}: reusing ${def.address} (checked in ${secondsSince(t0)})`);
+    progress(`${def.id}: reusing ${def.address} (checked in ${secondsSince(t0)})`);
     return;
   }
   await def.download(paths, tools);
-  progress(`${def.name}: starting…`);
+  progress(`${def.id}: starting…`);
   const t1 = Date.now();
   const launch = await def.prepare(paths, tools);
-  const proc = await spawnServer(def.name, await tools.java(), launch, paths);
+  const proc = await spawnServer(def.id, await tools.java(), launch, paths);
   started.push(proc);
   await waitHealthy(def, paths, proc, def.startupMs);
-  progress(`${def.name}: ready in ${secondsSince(t1)} on ${def.address} (pid ${proc.pid})`);
+  progress(`${def.id}: ready in ${secondsSince(t1)} on ${def.address} (pid ${proc.pid})`);
 }

@@ -3,7 +3,8 @@
  * Central on first use, data under .local/), migrations, topics and schemas, the dev identity provider, the gateway
  * (both APIs), one router and one dispatcher (`--dispatchers N` or START_DISPATCHERS=N for more). Every service
  * process is supervised: restarted with backoff when it exits unasked (infra/supervisor.ts). Prints a ready demo client;
- * Ctrl-C stops everything.
+ * Ctrl-C stops everything. `--cluster` runs it on the local three-broker, three-node cluster (infra/servers/cluster.ts)
+ * with replication factor 3, two replicas in sync for acks=all, and LOCAL_QUORUM.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -15,7 +16,8 @@ import { createLogger } from '../core/log.ts';
 import { ClientStore } from './client-store.ts';
 import { repoRoot, superviseService, waitForHttp } from './processes.ts';
 import { provision } from './provision.ts';
-import { ensureServers } from './servers.ts';
+import { CLUSTER_SERVICE_ENV } from './servers/cluster.ts';
+import { ensureCluster, ensureServers } from './servers.ts';
 import type { Supervisor } from './supervisor.ts';
 
 const local = path.join(repoRoot, '.local');
@@ -53,9 +55,18 @@ async function main(): Promise<void> {
   if (!Number.isInteger(firstMetricsPort) || firstMetricsPort < 0 || firstMetricsPort + dispatchers > 65535) {
     throw new Error(`METRICS_PORT must be a port number (0 for off), not "${process.env.METRICS_PORT}"`);
   }
-  say('starting Kafka, Cassandra and the schema registry (the first start downloads about 300 MB)');
-  const servers = await ensureServers({ root: local, progress: (line) => say(line) });
+  const cluster = process.argv.slice(2).includes('--cluster');
+  say(
+    `starting ${cluster ? 'the cluster: 3 Kafka brokers, 3 Cassandra nodes' : 'Kafka, Cassandra'} and the schema registry` +
+      ' (the first start downloads about 300 MB)',
+  );
+  const progress = (line: string) => say(line);
+  const servers = cluster
+    ? await ensureCluster({ root: local, progress })
+    : await ensureServers({ root: local, progress });
   const env: NodeJS.ProcessEnv = {
+    // The cluster's replication, unless the environment sets its own.
+    ...(cluster ? CLUSTER_SERVICE_ENV : {}),
     ...process.env,
     KAFKA_BROKERS: servers.kafkaBrokers.join(','),
     CASSANDRA_CONTACT_POINTS: servers.cassandraContactPoints.join(','),

@@ -9,13 +9,15 @@ const APICURIO_VERSION = '3.0.9';
 const APICURIO_ARTIFACT = `io.apicurio:apicurio-registry-app:${APICURIO_VERSION}:tar.gz:all`;
 const APICURIO_JAR = `apicurio-registry-app-${APICURIO_VERSION}-runner.jar`;
 
-export function apicurioDef(port: number): ServerDef {
+export function apicurioDef(port: number, host = HOST, id = 'apicurio'): ServerDef {
   return {
     name: 'apicurio',
+    id,
+    host,
     envVar: 'SCHEMA_REGISTRY_URL',
     portVar: 'SCHEMA_REGISTRY_PORT',
     port,
-    address: registryUrl(port),
+    address: registryUrl(port, host),
     startupMs: 120_000,
     download: (paths, tools) =>
       downloadOnce('apicurio', paths.dist, APICURIO_ARTIFACT, tools, async () => {
@@ -30,7 +32,7 @@ export function apicurioDef(port: number): ServerDef {
         '-Xmx256m',
         '-Djava.net.preferIPv4Stack=true',
         `-Dquarkus.http.port=${port}`,
-        `-Dquarkus.http.host=${HOST}`,
+        `-Dquarkus.http.host=${host}`,
         // 3.x defaults to an in-memory H2 database; a file keeps schema ids stable across restarts, which matters
         // because Kafka keeps the records that carry those ids.
         `-Dapicurio.datasource.url=jdbc:h2:file:${path.join(paths.data, 'registry')}`,
@@ -44,8 +46,8 @@ export function apicurioDef(port: number): ServerDef {
       return { args, cwd: paths.dist };
     },
     check: async () => {
-      await assertPortOpen(port);
-      const res = await fetch(`${registryUrl(port)}/subjects`, { signal: AbortSignal.timeout(5_000) });
+      await assertPortOpen(port, host);
+      const res = await fetch(`${registryUrl(port, host)}/subjects`, { signal: AbortSignal.timeout(5_000) });
       if (!res.ok) throw new Error(`GET /subjects answered ${res.status}`);
       const body: unknown = await res.json();
       if (!Array.isArray(body)) throw new Error('GET /subjects did not return a JSON array');

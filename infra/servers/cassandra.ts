@@ -1,4 +1,7 @@
-/** A single-node Cassandra 5.0, from the jars infra/maven/cassandra.pom.xml names. */
+/**
+ * Cassandra 5.0 from the jars infra/maven/cassandra.pom.xml names: a single node, or one of the local cluster's three
+ * (infra/servers/cluster.ts), each on its own loopback address.
+ */
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -52,32 +55,55 @@ const CASSANDRA_JAVA17_FLAGS = [
  */
 export const CASSANDRA_TIMER_SLACK_NS = 250_000;
 
-export function cassandraDef(port: number): ServerDef {
+/** One Cassandra node: where it listens and how it joins its ring. */
+export interface CassandraNode {
+  host: string;
+  /** Addresses of the seed nodes (whose storage port is the same as every node's). */
+  seeds: string[];
+  /** Its JMX port on 127.0.0.1 (nodetool's), one per node since JMX listens on the loopback address. */
+  jmxPort: number;
+  /** Its rack in `LOCAL_DC` (GossipingPropertyFileSnitch); a single node uses SimpleSnitch's rack1. */
+  rack?: string;
+  /** Its one token: set for the cluster's nodes, so they join without bootstrapping (streaming) from each other. */
+  initialToken?: string;
+  /** JVM heap (`-Xmx`), e.g. `1g`. */
+  heap: string;
+}
+
+export function singleCassandraNode(): CassandraNode {
+  return { host: HOST, seeds: [HOST], jmxPort: CASSANDRA_JMX_PORT, heap: '1g' };
+}
+
+export function cassandraDef(port: number, node: CassandraNode = singleCassandraNode(), id = 'cassandra'): ServerDef {
   const pom = path.join(MAVEN_DIR, 'cassandra.pom.xml');
   return {
     name: 'cassandra',
+    id,
+    host: node.host,
     envVar: 'CASSANDRA_CONTACT_POINTS',
     portVar: 'CASSANDRA_PORT',
     port,
-    address: `${HOST}:${port}`,
+    address: `${node.host}:${port}`,
     startupMs: 180_000,
     download: (paths, tools) =>
       downloadOnce('cassandra', paths.dist, fileHash(pom), tools, () => tools.copyDependencies(pom, paths.dist)),
     prepare: async (paths) => {
       const lib = path.join(paths.dist, 'lib');
       const dirs = ['data', 'commitlog', 'saved_caches', 'hints', 'cdc_raw'].map((d) => path.join(paths.data, d));
-      const logDir = path.join(paths.root, 'logs', 'cassandra');
+      const logDir = path.join(path.dirname(paths.log), path.basename(paths.log, '.log'));
       const triggers = path.join(paths.conf, 'triggers');
       for (const dir of [paths.conf, logDir, triggers, ...dirs]) await fsp.mkdir(dir, { recursive: true });
       const yaml = path.join(paths.conf, 'cassandra.yaml');
       const logback = path.join(paths.conf, 'logback.xml');
-      await fsp.writeFile(yaml, cassandraYaml(port, paths.data));
+      const rackdc = path.join(paths.conf, 'cassandra-rackdc.properties');
+      await fsp.writeFile(yaml, cassandraYaml(port, paths.data, node));
       await fsp.writeFile(logback, CASSANDRA_LOGBACK);
+      if (node.rack) await fsp.writeFile(rackdc, `dc=${LOCAL_DC}\nrack=${node.rack}\n`);
       // jamm measures object sizes for memtable accounting; Cassandra's own scripts load it as an agent too.
       const jamm = (await fsp.readdir(lib)).find((f) => /^jamm-.*\.jar$/.test(f));
       const args = [
-        '-Xms1g',
-        '-Xmx1g',
+        `-Xms${node.heap}`,
+        `-Xmx${node.heap}`,
         '-Xss256k',
         '-XX:+UseG1GC',
         '-XX:+ParallelRefProcEnabled',
@@ -103,13 +129,15 @@ export function cassandraDef(port: number): ServerDef {
         `-Dlogback.configurationFile=${pathToFileURL(logback).href}`,
         '-Dcassandra-foreground=yes',
         '-Djdk.attach.allowAttachSelf=true',
-        // A single seed node has nobody to gossip with; these waits only delay its start.
+        // A single seed node has nobody to gossip with, and the cluster's nodes join with their tokens set, without
+        // streaming: these waits only delay a start.
         '-Dcassandra.skip_wait_for_gossip_to_settle=0',
         '-Dcassandra.ring_delay_ms=0',
         '-Dcassandra.superuser_setup_delay_ms=0',
+        ...(node.rack ? [`-Dcassandra-rackdc.properties=${pathToFileURL(rackdc).href}`] : []),
         // JMX (for nodetool) on the loopback interface only.
-        `-Dcassandra.jmx.local.port=${CASSANDRA_JMX_PORT}`,
-        `-Dcom.sun.management.jmxremote.rmi.port=${CASSANDRA_JMX_PORT}`, // else RMI takes a random port
+        `-Dcassandra.jmx.local.port=${node.jmxPort}`,
+        `-Dcom.sun.management.jmxremote.rmi.port=${node.jmxPort}`, // else RMI takes a random port
         `-Dcassandra.triggers_dir=${triggers}`,
         '-cp',
         path.join(lib, '*'),
@@ -118,25 +146,25 @@ export function cassandraDef(port: number): ServerDef {
       return { args, cwd: paths.data, timerSlackNs: CASSANDRA_TIMER_SLACK_NS };
     },
     check: async () => {
-      await cassandraReleaseVersion(port);
+      await cassandraReleaseVersion(node.host, port);
     },
   };
 }
 
-function cassandraYaml(port: number, data: string): string {
+export function cassandraYaml(port: number, data: string, node: CassandraNode): string {
   // JSON strings are valid YAML scalars, which keeps odd characters in paths harmless.
   const q = (s: string): string => JSON.stringify(s);
   return `# Written by infra/servers.ts on every start; edits are lost.
 cluster_name: core-webhooks-local
 num_tokens: 1
-partitioner: org.apache.cassandra.dht.Murmur3Partitioner
-endpoint_snitch: SimpleSnitch
+${node.initialToken ? `initial_token: ${node.initialToken}\nauto_bootstrap: false\n` : ''}partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+endpoint_snitch: ${node.rack ? 'GossipingPropertyFileSnitch' : 'SimpleSnitch'}
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: "${HOST}:${CASSANDRA_STORAGE_PORT}"
-listen_address: ${HOST}
-rpc_address: ${HOST}
+      - seeds: "${node.seeds.map((seed) => `${seed}:${CASSANDRA_STORAGE_PORT}`).join(',')}"
+listen_address: ${node.host}
+rpc_address: ${node.host}
 storage_port: ${CASSANDRA_STORAGE_PORT}
 start_native_transport: true
 native_transport_port: ${port}
@@ -190,10 +218,10 @@ const CASSANDRA_LOGBACK = `<!-- Written by infra/servers.ts: INFO to stdout, whi
 </configuration>
 `;
 
-async function cassandraReleaseVersion(port: number): Promise<string> {
-  await assertPortOpen(port);
+async function cassandraReleaseVersion(host: string, port: number): Promise<string> {
+  await assertPortOpen(port, host);
   const client = new cassandra.Client({
-    contactPoints: [`${HOST}:${port}`],
+    contactPoints: [`${host}:${port}`],
     localDataCenter: LOCAL_DC,
     socketOptions: { connectTimeout: 2_000, readTimeout: 5_000 },
   });

@@ -1,4 +1,7 @@
-/** Kafka in KRaft mode (one node that is broker and controller), from the jars infra/maven/kafka.pom.xml names. */
+/**
+ * Kafka in KRaft mode, from the jars infra/maven/kafka.pom.xml names: one node that is broker and controller, or one
+ * of the local cluster's three (infra/servers/cluster.ts), each broker and controller too.
+ */
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
@@ -11,14 +14,40 @@ import { assertPortOpen } from './process.ts';
 import { HOST, type ServerDef } from './server-def.ts';
 import { fileHash, readText, withTimeout } from './util.ts';
 
-export function kafkaDef(port: number): ServerDef {
+/** One node of a KRaft cluster: broker and controller (its controller listens on the port after the broker's). */
+export interface KafkaNode {
+  nodeId: number;
+  host: string;
+  /** Every controller of the cluster, as `controller.quorum.voters` wants them: `1@host:port,…`. */
+  voters: string;
+  /** `broker.rack`, so replicas of a partition go to different racks. */
+  rack?: string;
+  /** Replication factor of the internal topics and of topics created without one. */
+  replicas: number;
+  /** `min.insync.replicas`, which acks=all writes need in sync. */
+  minInsync: number;
+  /** JVM heap (`-Xmx`), e.g. `512m`. */
+  heap: string;
+  /** The cluster's id, which every node's storage is formatted with; a single node keeps its own beside its data. */
+  clusterId?: string;
+}
+
+/** The single local broker: node 1 on 127.0.0.1, its own only controller. */
+export function singleKafkaNode(port: number): KafkaNode {
+  return { nodeId: 1, host: HOST, voters: `1@${HOST}:${port + 1}`, replicas: 1, minInsync: 1, heap: '512m' };
+}
+
+export function kafkaDef(port: number, node: KafkaNode = singleKafkaNode(port), id = 'kafka'): ServerDef {
   const pom = path.join(MAVEN_DIR, 'kafka.pom.xml');
+  const single = node.replicas === 1;
   return {
     name: 'kafka',
+    id,
+    host: node.host,
     envVar: 'KAFKA_BROKERS',
     portVar: 'KAFKA_PORT',
     port,
-    address: `${HOST}:${port}`,
+    address: `${node.host}:${port}`,
     startupMs: 120_000,
     download: (paths, tools) =>
       downloadOnce('kafka', paths.dist, fileHash(pom), tools, () => tools.copyDependencies(pom, paths.dist)),
@@ -29,12 +58,12 @@ export function kafkaDef(port: number): ServerDef {
       const log4j = path.join(paths.conf, 'log4j.properties');
       await fsp.mkdir(paths.conf, { recursive: true });
       await fsp.mkdir(logDir, { recursive: true });
-      await fsp.writeFile(props, kafkaProperties(port, logDir));
+      await fsp.writeFile(props, kafkaProperties(port, logDir, node));
       await fsp.writeFile(log4j, KAFKA_LOG4J);
       const log4jOpt = `-Dlog4j.configuration=${pathToFileURL(log4j).href}`;
       // Formatting starts a JVM (~2 s), so it runs only until the log dir has its meta.properties.
       if (!fs.existsSync(path.join(logDir, 'meta.properties'))) {
-        const clusterId = await persistedClusterId(path.join(paths.data, 'cluster-id'));
+        const clusterId = node.clusterId ?? (await persistedClusterId(path.join(paths.data, 'cluster-id')));
         await tools.run(await tools.java(), [
           log4jOpt,
           '-cp',
@@ -48,7 +77,7 @@ export function kafkaDef(port: number): ServerDef {
           '--ignore-formatted',
         ]);
       }
-      const jvm = ['-Xms512m', '-Xmx512m', '-XX:+UseG1GC', '-XX:MaxGCPauseMillis=20'];
+      const jvm = [`-Xms${node.heap}`, `-Xmx${node.heap}`, '-XX:+UseG1GC', '-XX:MaxGCPauseMillis=20'];
       const args = [
         ...jvm,
         '-Djava.awt.headless=true',
@@ -61,30 +90,34 @@ export function kafkaDef(port: number): ServerDef {
       ];
       return { args, cwd: paths.data };
     },
-    check: () => kafkaRoundTrip(port),
+    // A cluster node is healthy once the cluster lists it (the cluster's own round trip waits for all three).
+    check: () => (single ? kafkaRoundTrip([`${node.host}:${port}`], 1) : kafkaNodeListed(node.host, port, node.nodeId)),
   };
 }
 
-function kafkaProperties(port: number, logDir: string): string {
+export function kafkaProperties(port: number, logDir: string, node: KafkaNode): string {
   const controller = port + 1;
   return `${[
     '# Written by infra/servers.ts on every start; edits are lost.',
     'process.roles=broker,controller',
-    'node.id=1',
-    `controller.quorum.voters=1@${HOST}:${controller}`,
-    `listeners=PLAINTEXT://${HOST}:${port},CONTROLLER://${HOST}:${controller}`,
-    `advertised.listeners=PLAINTEXT://${HOST}:${port}`,
+    `node.id=${node.nodeId}`,
+    `controller.quorum.voters=${node.voters}`,
+    `listeners=PLAINTEXT://${node.host}:${port},CONTROLLER://${node.host}:${controller}`,
+    `advertised.listeners=PLAINTEXT://${node.host}:${port}`,
     'controller.listener.names=CONTROLLER',
     'inter.broker.listener.name=PLAINTEXT',
     'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+    ...(node.rack ? [`broker.rack=${node.rack}`] : []),
     `log.dirs=${logDir}`,
     'num.partitions=1',
-    'default.replication.factor=1',
-    'min.insync.replicas=1',
-    'offsets.topic.replication.factor=1',
-    'transaction.state.log.replication.factor=1',
-    'transaction.state.log.min.isr=1',
-    // One broker: 50 offsets partitions only make the first consumer group wait for their creation.
+    `default.replication.factor=${node.replicas}`,
+    `min.insync.replicas=${node.minInsync}`,
+    `offsets.topic.replication.factor=${node.replicas}`,
+    `transaction.state.log.replication.factor=${node.replicas}`,
+    `transaction.state.log.min.isr=${node.minInsync}`,
+    // A replica that fell out of sync never becomes leader: losing acknowledged records is worse than waiting.
+    'unclean.leader.election.enable=false',
+    // Few consumer groups here: 50 offsets partitions only make the first group wait for their creation.
     'offsets.topic.num.partitions=5',
     'group.initial.rebalance.delay.ms=0',
     'auto.create.topics.enable=false',
@@ -103,7 +136,7 @@ log4j.logger.org.apache.kafka.clients=WARN
 `;
 
 /** Kafka's cluster ids are 16 random bytes in URL-safe base64; made here to spare a JVM start (`random-uuid`). */
-async function persistedClusterId(file: string): Promise<string> {
+export async function persistedClusterId(file: string): Promise<string> {
   const existing = (await readText(file))?.trim();
   if (existing) return existing;
   let id = randomBytes(16).toString('base64url');
@@ -113,34 +146,59 @@ async function persistedClusterId(file: string): Promise<string> {
   return id;
 }
 
-/** Healthy means a topic can be created, written and read back, which is what the services need. */
-async function kafkaRoundTrip(port: number): Promise<void> {
-  await assertPortOpen(port);
-  const { Kafka, logLevel, Partitioners } = kafkajs;
+function healthClient(brokers: string[]) {
+  const { Kafka, logLevel } = kafkajs;
   // As every other client here: unpatched, each connection wakes every millisecond (TimeoutNegativeWarning on Node 24).
   patchRequestQueue();
-  const kafka = new Kafka({
+  return new Kafka({
     clientId: 'servers-health',
-    brokers: [`${HOST}:${port}`],
+    brokers,
     logLevel: logLevel.NOTHING,
     connectionTimeout: 2_000,
     requestTimeout: 10_000,
     retry: { retries: 3, initialRetryTime: 200 },
   });
+}
+
+/** A cluster node is up once it answers and the cluster's metadata lists it (a fenced broker is left out). */
+async function kafkaNodeListed(host: string, port: number, nodeId: number): Promise<void> {
+  await assertPortOpen(port, host);
+  const admin = healthClient([`${host}:${port}`]).admin();
+  try {
+    await admin.connect();
+    const { brokers } = await admin.describeCluster();
+    if (!brokers.some((broker) => broker.nodeId === nodeId)) {
+      throw new Error(`the cluster lists brokers ${brokers.map((b) => b.nodeId).join(', ') || 'none'}, not ${nodeId}`);
+    }
+  } finally {
+    await admin.disconnect().catch(() => {});
+  }
+}
+
+/**
+ * Healthy means a topic (of `replicas` replicas) can be created, written with acks=all and read back, which is what
+ * the services need.
+ */
+export async function kafkaRoundTrip(brokers: string[], replicas: number): Promise<void> {
+  const [host, port] = brokers[0]!.split(':');
+  await assertPortOpen(Number(port), host);
+  const { Partitioners } = kafkajs;
+  const kafka = healthClient(brokers);
   const name = `servers-health-${randomUUID()}`;
   const admin = kafka.admin();
   const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
   const consumer = kafka.consumer({ groupId: name, sessionTimeout: 10_000, heartbeatInterval: 1_000 });
-  let created = false;
+  let connected = false;
   try {
     await admin.connect();
+    connected = true;
+    // A creation that timed out waiting for its leader may still have created the topic: it is deleted either way.
     await admin.createTopics({
-      topics: [{ topic: name, numPartitions: 1, replicationFactor: 1 }],
+      topics: [{ topic: name, numPartitions: 1, replicationFactor: replicas }],
       waitForLeaders: true,
     });
-    created = true;
     await producer.connect();
-    await producer.send({ topic: name, messages: [{ value: 'ping' }] });
+    await producer.send({ topic: name, acks: -1, messages: [{ value: 'ping' }] });
     await consumer.connect();
     await consumer.subscribe({ topics: [name], fromBeginning: true });
     const received = new Promise<void>((resolve, reject) => {
@@ -150,7 +208,7 @@ async function kafkaRoundTrip(port: number): Promise<void> {
   } finally {
     await consumer.disconnect().catch(() => {});
     await producer.disconnect().catch(() => {});
-    if (created) {
+    if (connected) {
       await admin.deleteTopics({ topics: [name] }).catch(() => {});
       await admin.deleteGroups([name]).catch(() => {});
     }

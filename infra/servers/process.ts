@@ -72,7 +72,7 @@ export async function waitHealthy(
   for (;;) {
     const exit = proc?.exitReason();
     if (exit !== undefined) {
-      throw new Error(`${def.name} stopped during startup (${exit}). ${await logTail(paths.log)}`);
+      throw new Error(`${def.id} stopped during startup (${exit}). ${await logTail(paths.log)}`);
     }
     try {
       await withTimeout(def.check(), Math.min(ATTEMPT_MS, Math.max(deadline - Date.now(), 1_000)), 'timed out');
@@ -82,7 +82,7 @@ export async function waitHealthy(
     }
     if (Date.now() >= deadline) {
       const tail = proc ? ` ${await logTail(paths.log)}` : '';
-      throw new Error(`${def.name} not healthy after ${timeoutMs / 1000}s: ${errorMessage(lastError)}.${tail}`);
+      throw new Error(`${def.id} not healthy after ${timeoutMs / 1000}s: ${errorMessage(lastError)}.${tail}`);
     }
     await sleep(POLL_MS);
   }
@@ -168,9 +168,9 @@ async function logTail(file: string): Promise<string> {
   return `Last ${lines.length} lines of ${file}:\n${lines.join('\n')}`;
 }
 
-export function portAnswers(port: number, timeoutMs = 1_000): Promise<boolean> {
+export function portAnswers(port: number, timeoutMs = 1_000, host = HOST): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = net.connect({ host: HOST, port });
+    const socket = net.connect({ host, port });
     const done = (ok: boolean): void => {
       socket.destroy();
       resolve(ok);
@@ -181,6 +181,6 @@ export function portAnswers(port: number, timeoutMs = 1_000): Promise<boolean> {
   });
 }
 
-export async function assertPortOpen(port: number): Promise<void> {
-  if (!(await portAnswers(port))) throw new Error(`nothing listens on ${HOST}:${port}`);
+export async function assertPortOpen(port: number, host = HOST): Promise<void> {
+  if (!(await portAnswers(port, 1_000, host))) throw new Error(`nothing listens on ${host}:${port}`);
 }

@@ -29,7 +29,12 @@ export interface Launch {
 }
 
 export interface ServerDef {
+  /** The kind of server: its download (dist/<name>) and what its health check proves. */
   name: ServerName;
+  /** The process: its config, data, log and pid file (`kafka`, or a cluster node's `cluster/kafka-2`). */
+  id: string;
+  /** The address it listens on (127.0.0.1, or a cluster node's own loopback address). */
+  host: string;
   envVar: 'KAFKA_BROKERS' | 'CASSANDRA_CONTACT_POINTS' | 'SCHEMA_REGISTRY_URL';
   portVar: string;
   port: number;
@@ -43,17 +48,18 @@ export interface ServerDef {
   check(): Promise<void>;
 }
 
-export function pathsFor(root: string, name: ServerName): Paths {
+/** Where server `id` (a kind's name, or a cluster node's `cluster/<name>-<n>`) keeps its files; `name` picks the download. */
+export function pathsFor(root: string, name: ServerName, id: string = name): Paths {
   return {
     root,
     dist: path.join(root, 'dist', name),
-    conf: path.join(root, 'conf', name),
-    data: path.join(root, 'data', name),
-    log: path.join(root, 'logs', `${name}.log`),
-    pid: path.join(root, 'run', `${name}.pid`),
+    conf: path.join(root, 'conf', id),
+    data: path.join(root, 'data', id),
+    log: path.join(root, 'logs', `${id}.log`),
+    pid: path.join(root, 'run', `${id}.pid`),
   };
 }
 
-export function registryUrl(port: number): string {
-  return `http://${HOST}:${port}/apis/ccompat/v7`;
+export function registryUrl(port: number, host = HOST): string {
+  return `http://${host}:${port}/apis/ccompat/v7`;
 }

@@ -1,5 +1,6 @@
 /**
  * `npm run chaos [-- --only <fault>] [--rate 40] [--seconds 20] [--kafka-down 15] [--cassandra-freeze 20] [--json F]`
+ * `npm run chaos -- --cluster [--only <fault>] [--broker-down 30] [--cassandra-freeze 60] …`
  * Faults against the real stack under steady load. On its own keyspace and topic prefix (provisioned here, removed
  * afterwards) it runs the gateway, the router and two dispatchers as supervised processes (infra/processes.ts
  * superviseService, as `npm start` does), two receivers with one Hmac subscription each, and validates purchase
@@ -12,6 +13,14 @@
  *   kafka       kill -9 of the shared local broker, restarted --kafka-down s later by infra/servers.ts
  *   cassandra   SIGSTOP of the shared local Cassandra for --cassandra-freeze s, then SIGCONT
  *   registry    kill -9 of the shared local schema registry, restarted by infra/servers.ts
+ * With --cluster, on the local cluster (infra/servers/cluster.ts: 3 brokers, 3 Cassandra nodes; topics of 3 replicas,
+ * 2 in sync, keyspace of replication factor 3), with these faults:
+ *   none               baseline
+ *   kafka-leader       kill -9 of the broker leading most partitions of the deliveries topic, restarted --broker-down
+ *                      s later
+ *   kafka-controller   kill -9 of the active KRaft controller, restarted --broker-down s later
+ *   cassandra-freeze   SIGSTOP of one Cassandra node for --cassandra-freeze s (a hung node), then SIGCONT
+ *   cassandra-kill     kill -9 of one Cassandra node, restarted --cassandra-down s later
  * The servers are shared: whatever is killed or frozen is restored in a finally and on SIGINT/SIGTERM.
  * Prints one Markdown table row per fault: delivered/expected, duplicates, time to recover, API answers during it.
  * --json F also writes the rows to F. Exits 1 when a delivery was lost, a fault could not be run or the suite failed.
@@ -30,29 +39,38 @@ import { ClientStore } from '../../infra/client-store.ts';
 import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/identity-provider.ts';
 import { freePort, repoRoot, superviseService, waitForHttp } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
-import { ensureServers, type ServerName } from '../../infra/servers.ts';
+import kafkajs from 'kafkajs';
+import { ensureCluster, ensureServers, stopServers, type ServerName } from '../../infra/servers.ts';
+import { CLUSTER_SERVICE_ENV, activeController, clusterNodes } from '../../infra/servers/cluster.ts';
+import { topicNames } from '../../core/topics.ts';
 import type { Supervisor } from '../../infra/supervisor.ts';
 import { Receivers, phaseFigures, steadyLoad, type PhaseFigures, type PhaseTimes } from './load.ts';
 import { freezeServer, installSignalHandlers, killServer, restore, restoreAll, serverPid } from './shared-servers.ts';
 
-const FAULTS = ['none', 'dispatcher', 'router', 'gateway', 'kafka', 'cassandra', 'registry'] as const;
-type FaultName = (typeof FAULTS)[number];
+const SINGLE_FAULTS = ['none', 'dispatcher', 'router', 'gateway', 'kafka', 'cassandra', 'registry'] as const;
+const CLUSTER_FAULTS = ['none', 'kafka-leader', 'kafka-controller', 'cassandra-freeze', 'cassandra-kill'] as const;
+type FaultName = (typeof SINGLE_FAULTS)[number] | (typeof CLUSTER_FAULTS)[number];
 
 const { values } = parseArgs({
   options: {
+    cluster: { type: 'boolean', default: false },
     only: { type: 'string', multiple: true },
     rate: { type: 'string', default: '40' },
     seconds: { type: 'string', default: '20' },
     'kafka-down': { type: 'string', default: '15' },
-    'cassandra-freeze': { type: 'string', default: '20' },
+    'broker-down': { type: 'string', default: '30' },
+    'cassandra-freeze': { type: 'string' },
+    'cassandra-down': { type: 'string', default: '30' },
     'registry-down': { type: 'string', default: '5' },
     json: { type: 'string' },
   },
 });
+const cluster = values.cluster;
+const FAULTS: readonly FaultName[] = cluster ? CLUSTER_FAULTS : SINGLE_FAULTS;
 const only = (values.only ?? []).flatMap((value) => value.split(','));
 for (const name of only) {
   if (!(FAULTS as readonly string[]).includes(name)) {
-    console.error(`unknown fault "${name}"; one of: ${FAULTS.join(', ')}`);
+    console.error(`unknown fault "${name}"${cluster ? ' with --cluster' : ''}; one of: ${FAULTS.join(', ')}`);
     process.exit(2);
   }
 }
@@ -60,7 +78,9 @@ const selected = FAULTS.filter((name) => only.length === 0 || only.includes(name
 const rate = Number(values.rate);
 const loadMs = Number(values.seconds) * 1000;
 const kafkaDownMs = Number(values['kafka-down']) * 1000;
-const cassandraFreezeMs = Number(values['cassandra-freeze']) * 1000;
+const brokerDownMs = Number(values['broker-down']) * 1000;
+const cassandraFreezeMs = Number(values['cassandra-freeze'] ?? (cluster ? '60' : '20')) * 1000;
+const cassandraDownMs = Number(values['cassandra-down']) * 1000;
 const registryDownMs = Number(values['registry-down']) * 1000;
 /** The fault starts this long into the load, and the load goes on at least this long after it ended. */
 const BEFORE_MS = Math.min(8_000, loadMs / 2);
@@ -69,6 +89,13 @@ const DRAIN_MS = 60_000;
 const RECOVERY_WAIT_MS = 60_000;
 
 const SERVER_NAMES: ServerName[] = ['kafka', 'cassandra', 'apicurio'];
+/** Every server process the suite watches: the three servers, or the cluster's seven nodes. */
+const SERVER_IDS: { name: ServerName; id: string }[] = cluster
+  ? (() => {
+      const nodes = clusterNodes('');
+      return [...nodes.kafka, ...nodes.cassandra, nodes.registry].map(({ def }) => ({ name: def.name, id: def.id }));
+    })()
+  : SERVER_NAMES.map((name) => ({ name, id: name }));
 const t0 = Date.now();
 const clock = () => `${((Date.now() - t0) / 1000).toFixed(1).padStart(6)} s`;
 const say = (line: string) => console.log(`[chaos ${clock()}] ${line}`);
@@ -76,10 +103,11 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const seconds = (ms: number | undefined) => (ms === undefined ? '—' : `${(ms / 1000).toFixed(1)} s`);
 
 const root = path.join(repoRoot, '.local');
-const servers = await ensureServers({ root, progress: say });
+const servers = cluster ? await ensureCluster({ root, progress: say }) : await ensureServers({ root, progress: say });
 const run = randomUUID().slice(0, 8);
 const gatewayPort = await freePort();
 const env: Record<string, string> = {
+  ...(cluster ? CLUSTER_SERVICE_ENV : {}),
   KAFKA_BROKERS: servers.kafkaBrokers.join(','),
   CASSANDRA_CONTACT_POINTS: servers.cassandraContactPoints.join(','),
   CASSANDRA_LOCAL_DC: servers.cassandraLocalDc,
@@ -117,6 +145,9 @@ const cleanUp = async () => {
   await db?.shutdown().catch(() => {});
   await deprovision(loadConfig(env), logger).catch((error) => say(`deprovision failed: ${String(error)}`));
   await servers.stop();
+  // A node a fault restarted is not among the processes servers.stop() knows: a cluster this run started is
+  // stopped whole, by its pid files, so that nothing of it outlives the run. One found running stays.
+  if (cluster && servers.started.length > 0) await stopServers(root, say, 'cluster');
 };
 installSignalHandlers(say, cleanup);
 
@@ -209,19 +240,34 @@ try {
     for (const [name, url] of readyUrls) await waitForHttp(url, name, timeoutMs);
   };
   await allReady(90_000);
-  const item = await call('POST', '/CorePurchase/REST/Items', { code: 'C-1', name: 'Chaos bolt', unitPrice: '0.25' });
-  if (item.status !== 201) throw new Error(`item creation answered ${item.status}: ${item.text}`);
-  const itemId = (JSON.parse(item.text) as { id: string }).id;
+  /** Creations the API answered 503 (it asks to retry shortly), retried: the suite's setup, not its figures. */
+  let setupRetries = 0;
+  /** POSTs `body` to create a resource and returns its id; a 503 is retried for up to a minute. */
+  const create = async (what: string, route: string, body: unknown): Promise<string> => {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const answer = await call('POST', route, body);
+      if (answer.status === 201) return (JSON.parse(answer.text) as { id: string }).id;
+      if (answer.status !== 503 || Date.now() > deadline) {
+        throw new Error(`${what} creation answered ${answer.status}: ${answer.text}`);
+      }
+      setupRetries += 1;
+      await sleep(500);
+    }
+  };
+  const itemId = await create('item', '/CorePurchase/REST/Items', {
+    code: 'C-1',
+    name: 'Chaos bolt',
+    unitPrice: '0.25',
+  });
   let orderNumber = 0;
   const createDraft = async (): Promise<string> => {
     orderNumber += 1;
-    const answer = await call('POST', '/CorePurchase/REST/PurchaseOrders', {
+    return create('order', '/CorePurchase/REST/PurchaseOrders', {
       supplierName: 'Acme',
       currency: 'EUR',
       rows: [{ itemId, quantity: String(orderNumber), description: `chaos order ${orderNumber}` }],
     });
-    if (answer.status !== 201) throw new Error(`order creation answered ${answer.status}: ${answer.text}`);
-    return (JSON.parse(answer.text) as { id: string }).id;
   };
   const createDrafts = async (count: number): Promise<string[]> => {
     const drafts: string[] = [];
@@ -289,6 +335,41 @@ try {
     return `down ${seconds(downMs)}, restarted by infra/servers.ts (pid ${now}), healthy ${seconds(Date.now() - mark.faultEnd())} after the restart`;
   };
 
+  /** kill -9 of a cluster node, restarted `downMs` later by the cluster's launcher (the others are reused). */
+  const killAndRestartNode = async (name: ServerName, id: string, downMs: number, mark: Marks): Promise<string> => {
+    const pid = await serverPid(root, name, id);
+    if (typeof pid === 'string') throw new Error(pid);
+    say(`kill -9 ${id} (pid ${pid}); restart in ${seconds(downMs)}`);
+    const relaunch = (progress: (line: string) => void) => ensureCluster({ root, progress });
+    try {
+      await killServer(root, id, pid, say, relaunch);
+      await sleep(downMs);
+      mark.end();
+    } finally {
+      await restore(id);
+    }
+    mark.back();
+    return `${id} down ${seconds(downMs)}, restarted (pid ${await serverPid(root, name, id)}), the cluster whole again ${seconds(Date.now() - mark.faultEnd())} after the restart`;
+  };
+  /** The broker that leads most partitions of the deliveries topic now. */
+  const deliveriesLeader = async (): Promise<number> => {
+    const admin = new kafkajs.Kafka({ brokers: servers.kafkaBrokers, logLevel: kafkajs.logLevel.NOTHING }).admin();
+    await admin.connect();
+    try {
+      const topic = topicNames(loadConfig(env)).deliveries;
+      const [metadata] = (await admin.fetchTopicMetadata({ topics: [topic] })).topics;
+      const led = new Map<number, number>();
+      for (const partition of metadata?.partitions ?? [])
+        led.set(partition.leader, (led.get(partition.leader) ?? 0) + 1);
+      const [leader, count] = [...led].sort((a, b) => b[1] - a[1])[0] ?? [];
+      if (leader === undefined) throw new Error(`no leader found for ${topic}`);
+      say(`broker ${leader} leads ${count} of ${metadata!.partitions.length} partitions of ${topic}`);
+      return leader;
+    } finally {
+      await admin.disconnect();
+    }
+  };
+
   interface Marks {
     end(): void;
     back(): void;
@@ -302,7 +383,47 @@ try {
     run: (mark: Marks) => Promise<string>;
   }
   const killMs = BEFORE_MS + 10_000 + AFTER_MS;
+  const notCluster = async () => (cluster ? undefined : 'needs --cluster');
   const faults: Record<FaultName, Fault> = {
+    'kafka-leader': {
+      plannedMs: BEFORE_MS + brokerDownMs + 20_000 + AFTER_MS,
+      cannot: notCluster,
+      run: async (mark) => killAndRestartNode('kafka', `cluster/kafka-${await deliveriesLeader()}`, brokerDownMs, mark),
+    },
+    'kafka-controller': {
+      plannedMs: BEFORE_MS + brokerDownMs + 20_000 + AFTER_MS,
+      cannot: notCluster,
+      run: async (mark) => {
+        const controller = activeController(root);
+        if (controller === undefined) throw new Error('no node has recorded an active controller');
+        return killAndRestartNode('kafka', `cluster/kafka-${controller}`, brokerDownMs, mark);
+      },
+    },
+    'cassandra-freeze': {
+      plannedMs: BEFORE_MS + cassandraFreezeMs + AFTER_MS,
+      cannot: notCluster,
+      run: async (mark) => {
+        const id = 'cluster/cassandra-2';
+        const pid = await serverPid(root, 'cassandra', id);
+        if (typeof pid === 'string') throw new Error(pid);
+        say(`SIGSTOP ${id} (pid ${pid}) for ${seconds(cassandraFreezeMs)}`);
+        try {
+          freezeServer(id, pid);
+          await sleep(cassandraFreezeMs);
+        } finally {
+          await restore(id);
+        }
+        mark.end();
+        mark.back();
+        say(`SIGCONT ${id} (pid ${pid})`);
+        return `${id} frozen ${seconds(cassandraFreezeMs)} (SIGSTOP), then SIGCONT`;
+      },
+    },
+    'cassandra-kill': {
+      plannedMs: BEFORE_MS + cassandraDownMs + 40_000 + AFTER_MS,
+      cannot: notCluster,
+      run: (mark) => killAndRestartNode('cassandra', 'cluster/cassandra-3', cassandraDownMs, mark),
+    },
     none: {
       plannedMs: loadMs,
       run: async (mark) => {
@@ -364,7 +485,10 @@ try {
     }
     const planned = Math.max(loadMs, faults[fault].plannedMs) * 1.15;
     const drafts = await createDrafts(Math.ceil((rate * planned) / 1000));
-    say(`${fault}: ${drafts.length} draft orders ready; load ${rate} validations/s`);
+    say(
+      `${fault}: ${drafts.length} draft orders ready (${setupRetries} creations so far answered 503 and were retried);` +
+        ` load ${rate} validations/s`,
+    );
     const restartsBefore = restarts.length;
     const serversBefore = await serverPids();
     const load = steadyLoad({ rate, takeDraft: () => drafts.shift(), validate });
@@ -432,9 +556,11 @@ try {
     const serversAfter = await serverPids();
     // The servers are shared: one restarted by someone else during the phase makes its figures doubtful.
     const target = fault === 'kafka' ? 'kafka' : fault === 'registry' ? 'apicurio' : '';
-    const foreign = SERVER_NAMES.filter((name) => name !== target && serversBefore[name] !== serversAfter[name]).map(
-      (name) => `${name} pid ${serversBefore[name]} → ${serversAfter[name]}`,
-    );
+    // A cluster node killed by the fault is the one whose pid changed as planned: its restart is in the notes.
+    const killedNode = /^cluster\/\S+/.exec(note)?.[0] ?? '';
+    const foreign = SERVER_IDS.filter(
+      ({ id }) => id !== target && id !== killedNode && serversBefore[id] !== serversAfter[id],
+    ).map(({ id }) => `${id} pid ${serversBefore[id]} → ${serversAfter[id]}`);
     const phaseRestarts = restarts.slice(restartsBefore);
     const unasked = phaseRestarts.filter((line) => !line.startsWith(supervisedVictim(fault)));
     const notes = [
@@ -481,9 +607,9 @@ function perSecond(answers: { orderId: string }[], from: number): number[] {
   return counts;
 }
 
-async function serverPids(): Promise<Record<ServerName, string>> {
-  const pids = await Promise.all(SERVER_NAMES.map(async (name) => String(await serverPid(root, name))));
-  return Object.fromEntries(SERVER_NAMES.map((name, index) => [name, pids[index]!])) as Record<ServerName, string>;
+async function serverPids(): Promise<Record<string, string>> {
+  const pids = await Promise.all(SERVER_IDS.map(async ({ name, id }) => String(await serverPid(root, name, id))));
+  return Object.fromEntries(SERVER_IDS.map(({ id }, index) => [id, pids[index]!]));
 }
 
 function supervisedVictim(fault: FaultName): string {

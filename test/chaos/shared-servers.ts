@@ -21,13 +21,19 @@ interface Undo {
 
 const pending = new Map<string, Undo>();
 
-/** The pid of a server started by this repository's launcher, or why there is none (the fault cannot be done). */
-export async function serverPid(root: string, name: ServerName): Promise<number | string> {
+/**
+ * The pid of a server started by this repository's launcher (`id`: a cluster node's, such as `cluster/kafka-2`), or
+ * why there is none (the fault cannot be done).
+ */
+export async function serverPid(root: string, name: ServerName, id: string = name): Promise<number | string> {
   const variable = ENV_VARS[name];
-  if (process.env[variable]) return `${variable} is set: ${name} is external, no process to signal or restart`;
-  const pid = await livePid(pathsFor(root, name).pid, root);
+  if (id === name && process.env[variable]) {
+    return `${variable} is set: ${name} is external, no process to signal or restart`;
+  }
+  const pidFile = pathsFor(root, name, id).pid;
+  const pid = await livePid(pidFile, root);
   if (pid === undefined) {
-    return `no live pid in ${path.relative(process.cwd(), pathsFor(root, name).pid)}: ${name} was not started by infra/servers.ts, so it cannot be restarted by the same launcher`;
+    return `no live pid in ${path.relative(process.cwd(), pidFile)}: ${id} was not started by infra/servers.ts, so it cannot be restarted by the same launcher`;
   }
   return pid;
 }
@@ -53,19 +59,23 @@ const alive = (pid: number): boolean => {
   }
 };
 
-/** kill -9 of the server's process group; the undo restarts it with ensureServers (same launcher, same pid file). */
+/**
+ * kill -9 of the server's process group (`name`: the server, or a cluster node's id); the undo restarts it with
+ * `relaunch`, by default ensureServers (same launcher, same pid file).
+ */
 export async function killServer(
   root: string,
-  name: ServerName,
+  name: string,
   pid: number,
   say: (line: string) => void,
+  relaunch: (progress: (line: string) => void) => Promise<unknown> = (progress) => ensureServers({ root, progress }),
 ): Promise<void> {
   pending.set(name, {
     what: `restart ${name}`,
     run: async () => {
-      say(`${name}: restarting with infra/servers.ts ensureServers`);
+      say(`${name}: restarting with infra/servers.ts`);
       // Only the missing server is spawned; the others are reused. stop() is never called: it stays up for everyone.
-      await ensureServers({ root, progress: (line) => say(`  ${line}`) });
+      await relaunch((line) => say(`  ${line}`));
     },
   });
   signal(pid, 'SIGKILL', true);
@@ -74,14 +84,14 @@ export async function killServer(
 }
 
 /** SIGSTOP of the server; the undo is SIGCONT. */
-export function freezeServer(name: ServerName, pid: number): void {
+export function freezeServer(name: string, pid: number): void {
   const thaw = () => signal(pid, 'SIGCONT', false);
   pending.set(name, { what: `SIGCONT ${name} (pid ${pid})`, sync: thaw, run: async () => thaw() });
   signal(pid, 'SIGSTOP', false);
 }
 
 /** Undoes the fault on `name` if one is pending (idempotent). */
-export async function restore(name: ServerName): Promise<void> {
+export async function restore(name: string): Promise<void> {
   const undo = pending.get(name);
   if (!undo) return;
   pending.delete(name);
@@ -95,7 +105,7 @@ export async function restore(name: ServerName): Promise<void> {
 
 /** Undoes every pending fault; errors are reported, not thrown, so every undo is tried. */
 export async function restoreAll(say: (line: string) => void): Promise<void> {
-  for (const name of [...pending.keys()] as ServerName[]) {
+  for (const name of [...pending.keys()]) {
     const what = pending.get(name)!.what;
     try {
       await restore(name);

@@ -29,7 +29,8 @@ for (const stream of [validators?.stdout, validators?.stderr]) {
 const servers = await testServers((line) => console.log(`[servers] ${line}`));
 // Vitest runs the projects of one sequence group in one pool with one worker count, so the integration and e2e
 // projects (a file at a time each, fileParallelism: false) would take turns. A whole run is two vitest processes at
-// once instead: unit, then integration, then deploy; and e2e beside them. A filtered run is one process.
+// once instead: unit, then integration, then deploy; and e2e beside them; then, alone, the cluster project (which
+// starts its own servers). A filtered run is one process.
 const runs =
   args.length === 0
     ? [
@@ -47,36 +48,35 @@ const env = {
   ...(runs.length > 1 && process.stdout.isTTY ? { FORCE_COLOR: '1' } : {}),
 };
 // One report per run: two runs at once on one machine must not read (or delete) each other's.
-const reports = runs.map((_, index) => path.join(repoRoot, '.local', `vitest-report-${process.pid}-${index}.json`));
-const codes = await Promise.all(
-  runs.map((runArgs, index) => {
-    rmSync(reports[index]!, { force: true });
-    const vitestArgs = [
-      'vitest',
-      'run',
-      '--reporter=default',
-      '--reporter=json',
-      `--outputFile.json=${reports[index]}`,
-      ...runArgs,
-    ];
-    const child = spawn('npx', vitestArgs, {
-      cwd: repoRoot,
-      env,
-      stdio: runs.length > 1 ? ['ignore', 'pipe', 'pipe'] : 'inherit',
-    });
-    for (const [stream, out] of [
-      [child.stdout, process.stdout],
-      [child.stderr, process.stderr],
-    ] as const) {
-      if (stream) createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => out.write(`${line}\n`));
-    }
-    return new Promise<number>((resolve) => child.on('close', (exitCode) => resolve(exitCode ?? 1)));
-  }),
-);
-const code = codes.find((exitCode) => exitCode !== 0) ?? 0;
+const reports: string[] = [];
+const vitest = (runArgs: string[], piped: boolean): Promise<number> => {
+  const report = path.join(repoRoot, '.local', `vitest-report-${process.pid}-${reports.length}.json`);
+  reports.push(report);
+  rmSync(report, { force: true });
+  const vitestArgs = [
+    'vitest',
+    'run',
+    '--reporter=default',
+    '--reporter=json',
+    `--outputFile.json=${report}`,
+    ...runArgs,
+  ];
+  const child = spawn('npx', vitestArgs, { cwd: repoRoot, env, stdio: piped ? ['ignore', 'pipe', 'pipe'] : 'inherit' });
+  for (const [stream, out] of [
+    [child.stdout, process.stdout],
+    [child.stderr, process.stderr],
+  ] as const) {
+    if (stream) createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => out.write(`${line}\n`));
+  }
+  return new Promise<number>((resolve) => child.on('close', (exitCode) => resolve(exitCode ?? 1)));
+};
+const codes = await Promise.all(runs.map((runArgs) => vitest(runArgs, runs.length > 1)));
 // Still building only if the deploy project did not run (a filtered run): its cache lock frees with it.
 if (validators && validators.exitCode === null) validators.kill();
 await servers.stop();
+// The cluster project last, alone: its seven JVMs start once the single-node servers have stopped.
+if (args.length === 0) codes.push(await vitest(['--project', 'cluster'], false));
+const code = codes.find((exitCode) => exitCode !== 0) ?? 0;
 let summary = 'no test report was written';
 try {
   const results = reports.map(
