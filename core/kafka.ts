@@ -18,12 +18,15 @@ import {
   type LogEntry,
 } from 'kafkajs';
 import { FairSlots } from './fair-slots.ts';
+import { patchOffsetCoordinator } from './kafkajs-offset-coordinator.ts';
 import { patchRequestQueue } from './kafkajs-request-queue.ts';
 import type { Logger } from './log.ts';
 import type { ConsumerMetrics } from './metrics.ts';
 
-// Before any kafkajs client connects: its idle connections otherwise poll every millisecond.
+// Before any kafkajs client connects: its idle connections otherwise poll every millisecond, and its offset commits keep
+// going to a group coordinator that moved.
 patchRequestQueue();
+patchOffsetCoordinator();
 
 /** A record read from Kafka, as handlers see it. */
 export interface ConsumedRecord {
