@@ -16,7 +16,7 @@ const CASSANDRA_STORAGE_PORT = 7000;
 const CASSANDRA_JMX_PORT = 7199;
 
 /** Module flags from Cassandra 5.0's conf/jvm17-server.options (it reflects into JDK internals). */
-const CASSANDRA_JAVA17_FLAGS = [
+export const CASSANDRA_JAVA17_FLAGS = [
   ...[
     'java.base/jdk.internal.misc',
     'java.management.rmi/com.sun.jmx.remote.internal.rmi',

@@ -8,7 +8,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { apicurioDef } from './apicurio.ts';
-import { cassandraDef } from './cassandra.ts';
+import { CASSANDRA_JAVA17_FLAGS, cassandraDef } from './cassandra.ts';
+import type { Tools } from './download.ts';
 import { kafkaDef } from './kafka.ts';
 import { LOCAL_DC, registryUrl, type ServerDef } from './server-def.ts';
 
@@ -122,4 +123,25 @@ export function activeController(root: string): number | undefined {
     }
   }
   return best?.leaderId;
+}
+
+/**
+ * Runs Cassandra's nodetool (the `NodeTool` class of the downloaded jars) against node `index` of the cluster, e.g.
+ * `['drain']` before a node's planned stop; resolves with its output.
+ */
+export async function nodetool(root: string, tools: Tools, index: number, args: string[]): Promise<string> {
+  const lib = path.join(root, 'dist', 'cassandra', 'lib', '*');
+  return tools.run(await tools.java(), [
+    '-Xmx128m',
+    // As the server, nodetool's classes reflect into JDK internals (FileUtils, at its first use).
+    ...CASSANDRA_JAVA17_FLAGS,
+    '-cp',
+    lib,
+    'org.apache.cassandra.tools.NodeTool',
+    '-h',
+    '127.0.0.1',
+    '-p',
+    String(FIRST_JMX_PORT + index - 1),
+    ...args,
+  ]);
 }

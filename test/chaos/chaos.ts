@@ -21,6 +21,8 @@
  *   kafka-controller   kill -9 of the active KRaft controller, restarted --broker-down s later
  *   cassandra-freeze   SIGSTOP of one Cassandra node for --cassandra-freeze s (a hung node), then SIGCONT
  *   cassandra-kill     kill -9 of one Cassandra node, restarted --cassandra-down s later
+ *   kafka-roll         a rolling restart of the three brokers (SIGTERM, start, every partition fully in sync again)
+ *   cassandra-roll     a rolling restart of the three Cassandra nodes (nodetool drain, SIGTERM, start, all up again)
  * The servers are shared: whatever is killed or frozen is restored in a finally and on SIGINT/SIGTERM.
  * Prints one Markdown table row per fault: delivered/expected, duplicates, time to recover, API answers during it.
  * --json F also writes the rows to F. Exits 1 when a delivery was lost, a fault could not be run or the suite failed.
@@ -41,14 +43,37 @@ import { freePort, repoRoot, superviseService, waitForHttp } from '../../infra/p
 import { deprovision, provision } from '../../infra/provision.ts';
 import kafkajs from 'kafkajs';
 import { ensureCluster, ensureServers, stopServers, type ServerName } from '../../infra/servers.ts';
-import { CLUSTER_SERVICE_ENV, activeController, clusterNodes } from '../../infra/servers/cluster.ts';
+import {
+  CLUSTER_SERVICE_ENV,
+  CLUSTER_SIZE,
+  activeController,
+  clusterNodes,
+  nodetool,
+} from '../../infra/servers/cluster.ts';
+import { Tools } from '../../infra/servers/download.ts';
 import { topicNames } from '../../core/topics.ts';
 import type { Supervisor } from '../../infra/supervisor.ts';
 import { Receivers, phaseFigures, steadyLoad, type PhaseFigures, type PhaseTimes } from './load.ts';
-import { freezeServer, installSignalHandlers, killServer, restore, restoreAll, serverPid } from './shared-servers.ts';
+import {
+  freezeServer,
+  installSignalHandlers,
+  killServer,
+  restore,
+  restoreAll,
+  serverPid,
+  terminateServer,
+} from './shared-servers.ts';
 
 const SINGLE_FAULTS = ['none', 'dispatcher', 'router', 'gateway', 'kafka', 'cassandra', 'registry'] as const;
-const CLUSTER_FAULTS = ['none', 'kafka-leader', 'kafka-controller', 'cassandra-freeze', 'cassandra-kill'] as const;
+const CLUSTER_FAULTS = [
+  'none',
+  'kafka-leader',
+  'kafka-controller',
+  'cassandra-freeze',
+  'cassandra-kill',
+  'kafka-roll',
+  'cassandra-roll',
+] as const;
 type FaultName = (typeof SINGLE_FAULTS)[number] | (typeof CLUSTER_FAULTS)[number];
 
 const { values } = parseArgs({
@@ -144,10 +169,11 @@ const cleanUp = async () => {
   await idp?.close().catch(() => {});
   await db?.shutdown().catch(() => {});
   await deprovision(loadConfig(env), logger).catch((error) => say(`deprovision failed: ${String(error)}`));
-  await servers.stop();
-  // A node a fault restarted is not among the processes servers.stop() knows: a cluster this run started is
-  // stopped whole, by its pid files, so that nothing of it outlives the run. One found running stays.
+  // A node a fault restarted is not among the processes servers.stop() knows: a cluster this run started is stopped
+  // whole, by its pid files, so that nothing of it outlives the run (all at once: a broker stopped after the two
+  // others finds no controller quorum for its controlled shutdown and waits until it is killed). One found running stays.
   if (cluster && servers.started.length > 0) await stopServers(root, say, 'cluster');
+  else await servers.stop();
 };
 installSignalHandlers(say, cleanup);
 
@@ -351,6 +377,58 @@ try {
     mark.back();
     return `${id} down ${seconds(downMs)}, restarted (pid ${await serverPid(root, name, id)}), the cluster whole again ${seconds(Date.now() - mark.faultEnd())} after the restart`;
   };
+  /** Partitions of the run's topics whose replicas are not all in sync (0: the cluster may lose a broker again). */
+  const underReplicated = async (): Promise<number> => {
+    const admin = new kafkajs.Kafka({ brokers: servers.kafkaBrokers, logLevel: kafkajs.logLevel.NOTHING }).admin();
+    await admin.connect();
+    try {
+      const topics = (await admin.listTopics()).filter((topic) => topic.startsWith(env.KAFKA_TOPIC_PREFIX!));
+      const metadata = await admin.fetchTopicMetadata({ topics });
+      return metadata.topics
+        .flatMap((topic) => topic.partitions)
+        .filter((partition) => partition.isr.length < partition.replicas.length).length;
+    } finally {
+      await admin.disconnect();
+    }
+  };
+  /**
+   * A rolling restart, one node at a time, as an operator upgrades: `before` (a drain), SIGTERM and the wait for a
+   * clean exit, a start by the cluster's launcher, then `settled` until the node is whole again, before the next one.
+   */
+  const roll = async (
+    name: ServerName,
+    before: (index: number) => Promise<void>,
+    settled: () => Promise<boolean>,
+    mark: Marks,
+  ): Promise<string> => {
+    const steps: string[] = [];
+    for (let index = 1; index <= CLUSTER_SIZE; index += 1) {
+      const id = `cluster/${name}-${index}`;
+      const pid = await serverPid(root, name, id);
+      if (typeof pid === 'string') throw new Error(pid);
+      const t = Date.now();
+      await before(index);
+      say(`SIGTERM ${id} (pid ${pid})`);
+      const clean = await terminateServer(pid, 120_000);
+      if (!clean) throw new Error(`${id} did not stop within 120 s of SIGTERM`);
+      const stopped = Date.now();
+      await ensureCluster({ root, progress: (line) => say(`  ${line}`) });
+      const started = Date.now();
+      const deadline = started + 180_000;
+      while (!(await settled().catch(() => false))) {
+        if (Date.now() > deadline) throw new Error(`${id} restarted, but the cluster did not settle within 180 s`);
+        await sleep(1_000);
+      }
+      steps.push(
+        `${id}: stopped in ${seconds(stopped - t)}, started in ${seconds(started - stopped)}, settled ${seconds(Date.now() - started)} later`,
+      );
+      say(steps.at(-1)!);
+    }
+    mark.end();
+    mark.back();
+    return steps.join('; ');
+  };
+
   /** The broker that leads most partitions of the deliveries topic now. */
   const deliveriesLeader = async (): Promise<number> => {
     const admin = new kafkajs.Kafka({ brokers: servers.kafkaBrokers, logLevel: kafkajs.logLevel.NOTHING }).admin();
@@ -417,6 +495,34 @@ try {
         mark.back();
         say(`SIGCONT ${id} (pid ${pid})`);
         return `${id} frozen ${seconds(cassandraFreezeMs)} (SIGSTOP), then SIGCONT`;
+      },
+    },
+    'kafka-roll': {
+      plannedMs: BEFORE_MS + 3 * 120_000 + AFTER_MS,
+      cannot: notCluster,
+      run: (mark) =>
+        roll(
+          'kafka',
+          async () => {},
+          async () => (await underReplicated()) === 0,
+          mark,
+        ),
+    },
+    'cassandra-roll': {
+      plannedMs: BEFORE_MS + 3 * 120_000 + AFTER_MS,
+      cannot: notCluster,
+      run: (mark) => {
+        const tools = new Tools(say);
+        return roll(
+          'cassandra',
+          async (index) => {
+            say(`nodetool drain cluster/cassandra-${index}`);
+            await nodetool(root, tools, index, ['drain']);
+          },
+          // ensureCluster returns once a client sees the three nodes up; nothing more to wait for.
+          async () => true,
+          mark,
+        );
       },
     },
     'cassandra-kill': {
@@ -556,10 +662,12 @@ try {
     const serversAfter = await serverPids();
     // The servers are shared: one restarted by someone else during the phase makes its figures doubtful.
     const target = fault === 'kafka' ? 'kafka' : fault === 'registry' ? 'apicurio' : '';
-    // A cluster node killed by the fault is the one whose pid changed as planned: its restart is in the notes.
+    // Cluster nodes the fault restarted (named at the start of its note, or every node of a rolled kind) changed
+    // their pids as planned: their restarts are in the notes.
     const killedNode = /^cluster\/\S+/.exec(note)?.[0] ?? '';
+    const rolled = fault === 'kafka-roll' ? 'kafka' : fault === 'cassandra-roll' ? 'cassandra' : '';
     const foreign = SERVER_IDS.filter(
-      ({ id }) => id !== target && id !== killedNode && serversBefore[id] !== serversAfter[id],
+      ({ name, id }) => id !== target && id !== killedNode && name !== rolled && serversBefore[id] !== serversAfter[id],
     ).map(({ id }) => `${id} pid ${serversBefore[id]} → ${serversAfter[id]}`);
     const phaseRestarts = restarts.slice(restartsBefore);
     const unasked = phaseRestarts.filter((line) => !line.startsWith(supervisedVictim(fault)));
@@ -618,9 +726,10 @@ function supervisedVictim(fault: FaultName): string {
 
 function tableRow(row: Row): string {
   const f = row.figures;
-  if (!f) return `| ${row.fault} | — | — | — | — | ${row.note} |`;
+  if (!f) return `| ${row.fault} | — | — | — | — | — | ${row.note} |`;
   const recovery = f.recoveryMs === undefined ? 'not before the load ended' : seconds(f.recoveryMs);
-  return `| ${row.fault} | ${f.delivered}/${f.expected} | ${f.duplicates} | ${recovery} | ${f.api}; max ${f.apiMaxMs} ms | ${row.note} |`;
+  const latency = f.faultLatency ? `p50 ${f.faultLatency.p50} ms, p99 ${f.faultLatency.p99} ms` : '—';
+  return `| ${row.fault} | ${f.delivered}/${f.expected} | ${f.duplicates} | ${recovery} | ${f.api}; max ${f.apiMaxMs} ms | ${latency} | ${row.note} |`;
 }
 
 const offered = rate * 2;
@@ -628,12 +737,13 @@ console.log(`
 ## Chaos suite (run ${run}, ${((Date.now() - t0) / 1000).toFixed(0)} s)
 
 Load: ${rate} validations/s through the gateway, each delivered to 2 Hmac subscriptions (${offered} deliveries/s offered);
-retries 1s,2s,4s; two dispatchers, one router, one gateway, each supervised. Recovery: from the fault's end until a 2 s
-window carries at least 80 % of the offered deliveries. API: validations sent from the fault's start until the faulty
-component was healthy again.
+retries 1s,2s,4s; two dispatchers, one router, one gateway, each supervised${cluster ? '; on the local cluster (3 brokers, 3 Cassandra nodes, replication factor 3)' : ''}.
+Recovery: from the fault's end until a 2 s window carries at least 80 % of the offered deliveries. API: validations
+sent from the fault's start until the faulty component was healthy again; call → receipt: from those answered 200 to
+each subscription's first receipt.
 
-| fault | delivered/expected | duplicates | time to recover | API during the fault | notes |
-|---|---|---|---|---|---|
+| fault | delivered/expected | duplicates | time to recover | API during the fault | call → receipt during the fault | notes |
+|---|---|---|---|---|---|---|
 ${rows.map(tableRow).join('\n')}
 `);
 if (values.json) writeFileSync(values.json, JSON.stringify({ run, rate, rows }, null, 2));

@@ -167,6 +167,11 @@ export interface PhaseFigures {
   /** API answers during the fault window, e.g. "200×310 503×42", and their max latency. */
   api: string;
   apiMaxMs: number;
+  /**
+   * Validation call → first receipt at each subscription, for validations answered 200 that were sent during the fault
+   * window: p50 and p99 in ms (undefined without any).
+   */
+  faultLatency: { p50: number; p99: number } | undefined;
 }
 
 export function phaseFigures(
@@ -181,6 +186,7 @@ export function phaseFigures(
   let duplicates = 0;
   let unconfirmedDelivered = 0;
   const firstReceipts: number[] = [];
+  const faultLatencies: number[] = [];
   let lastExpected: number | undefined;
   const confirmedIds = new Set(confirmed.map((answer) => answer.orderId));
   for (const answer of answers) {
@@ -200,6 +206,8 @@ export function phaseFigures(
       if (confirmedIds.has(answer.orderId)) {
         delivered += 1;
         lastExpected = Math.max(lastExpected ?? 0, at);
+        if (answer.sentAt >= times.faultStart && answer.sentAt <= times.windowEnd)
+          faultLatencies.push(at - answer.sentAt);
       } else unconfirmedDelivered += 1;
     }
   }
@@ -237,5 +245,15 @@ export function phaseFigures(
     drainedMs: lastExpected === undefined ? undefined : Math.max(0, lastExpected - times.faultEnd),
     api: api || 'no requests',
     apiMaxMs: Math.max(0, ...during.map((answer) => answer.ms)),
+    faultLatency:
+      faultLatencies.length === 0
+        ? undefined
+        : { p50: quantile(faultLatencies, 0.5), p99: quantile(faultLatencies, 0.99) },
   };
+}
+
+/** The `q` quantile of `values` (nearest rank). */
+function quantile(values: number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
 }

@@ -134,3 +134,14 @@ export function installSignalHandlers(say: (line: string) => void, cleanup: () =
     for (const undo of pending.values()) undo.sync?.();
   });
 }
+
+/** SIGTERM of the server's process group (a clean stop), waiting up to `timeoutMs` for it to exit; false if it did not. */
+export async function terminateServer(pid: number, timeoutMs: number): Promise<boolean> {
+  signal(pid, 'SIGTERM', true);
+  const deadline = Date.now() + timeoutMs;
+  while (alive(pid)) {
+    if (Date.now() > deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return true;
+}
