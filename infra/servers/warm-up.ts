@@ -83,7 +83,13 @@ async function warmKafka(endpoints: ServerEndpoints, until: number): Promise<{ p
   try {
     await Promise.all(
       Array.from({ length: 4 }, async () => {
-        while (Date.now() < until) {
+        // One batch at least (the setup may take the whole time on a loaded machine), and on until the group has read
+        // a record (it joins at the end of the topic, perhaps after the first batches), 10 s past the time at most.
+        for (
+          let batch = 0;
+          batch === 0 || Date.now() < until || (consumed === 0 && Date.now() < until + 10_000);
+          batch += 1
+        ) {
           const records: OutgoingRecord[] = Array.from({ length: 1 + (produced % 20) }, () => ({
             topic: WARM_UP_TOPIC,
             key: randomUUID(),
@@ -131,7 +137,8 @@ async function warmCassandra(endpoints: ServerEndpoints, until: number): Promise
     let requests = 0;
     await Promise.all(
       Array.from({ length: 24 }, async (_, worker) => {
-        for (let round = 0; Date.now() < until; round += 1) {
+        // One round at least: connecting and creating the tables may take the whole time on a loaded machine.
+        for (let round = 0; round === 0 || Date.now() < until; round += 1) {
           const k = `w${worker}-${round % 50}`;
           const row = () => ({ query: insert, params: [k, types.TimeUuid.now(), value, round] });
           await client.execute(insert, row().params, { prepare: true });
