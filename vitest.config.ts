@@ -48,6 +48,18 @@ export default defineConfig({
           include: ['test/cluster/**/*.test.ts'],
           testTimeout: 900_000,
           fileParallelism: false,
+          sequence: { groupOrder: 5 },
+        },
+      },
+      {
+        // The container image built (infra/image.ts) and its services run against the local servers. The hook's bound
+        // covers a new machine's first build: the Node base image made from Debian's packages, then the Dockerfile.
+        test: {
+          name: 'image',
+          include: ['test/image/**/*.test.ts'],
+          globalSetup: ['test/support/global-setup.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 900_000,
           sequence: { groupOrder: 4 },
         },
       },

@@ -48,8 +48,6 @@ export function spawnService(
   logFile: string,
   runtime: ServiceRuntime = 'tsx',
 ): ServiceProcess {
-  mkdirSync(path.dirname(logFile), { recursive: true });
-  const log = createWriteStream(logFile, { flags: 'a' });
   // CORE_CPU_PROF_DIR=<dir> writes a V8 CPU profile of each service there when it exits (npm run bench uses it), and
   // CORE_NODE_FLAGS adds Node flags (diagnostics such as --trace-gc, whose output goes to the log file).
   const profile = env.CORE_CPU_PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${env.CORE_CPU_PROF_DIR}`] : [];
@@ -62,6 +60,16 @@ export function spawnService(
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  return serviceProcess(name, child, logFile, () => child.kill('SIGKILL'));
+}
+
+/**
+ * A started service `child` (its output piped) as a ServiceProcess: its output appended to `logFile`; stop() sends
+ * SIGTERM and, if it has not exited `graceMs` later, calls `kill`.
+ */
+export function serviceProcess(name: string, child: ChildProcess, logFile: string, kill: () => void): ServiceProcess {
+  mkdirSync(path.dirname(logFile), { recursive: true });
+  const log = createWriteStream(logFile, { flags: 'a' });
   child.stdout?.pipe(log);
   child.stderr?.pipe(log);
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
@@ -72,7 +80,7 @@ export function spawnService(
     stop: async (graceMs = 20_000) => {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      const timer = setTimeout(kill, graceMs);
       await exited;
       clearTimeout(timer);
     },

@@ -264,23 +264,29 @@ describe('helm chart infra/deploy/core-webhooks', () => {
 });
 
 describe('Dockerfile', () => {
-  it('builds one non-root image in stages and runs the service named by the command', async () => {
+  // Built and run for real by the image project (test/image/image.test.ts); checked here is what a build would only
+  // reveal when it failed or when a file it needs was missing: the context it is given.
+  it('builds one non-root image from a context of only what the build stage needs', async () => {
     const dockerfile = await readFile(path.join(repoRoot, 'Dockerfile'), 'utf8');
     const stages = [...dockerfile.matchAll(/^FROM \S+(?: AS (\S+))?$/gm)].map((m) => m[1]);
-    expect(stages).toEqual(['build', 'deps', 'runtime']);
-    expect(dockerfile).toMatch(/RUN npm ci --no-audit --no-fund\n/);
-    expect(dockerfile).toMatch(/RUN npm run build/);
-    expect(dockerfile).toMatch(/npm ci --omit=dev/);
+    expect(stages).toEqual(['build', 'runtime']);
     const runtime = dockerfile.slice(dockerfile.indexOf('AS runtime'));
     expect(runtime).toMatch(/^USER 1000:1000$/m);
     expect(runtime).toContain('ENTRYPOINT ["node"]');
-    expect(runtime).toContain('COPY --from=build --chown=root:root /app/dist dist');
-    // What the compiled code reads from disk next to itself is copied by npm run build (infra/build.test.ts), from the
-    // folders the build stage copies in.
-    for (const folder of ['core', 'schemas', 'console']) expect(dockerfile).toContain(`COPY ${folder} ${folder}`);
-    expect(dockerfile).toMatch(/COPY tsconfig.json tsconfig.build.json \.\/\n/);
-    const ignored = (await readFile(path.join(repoRoot, '.dockerignore'), 'utf8')).split('\n');
-    for (const entry of ['.git', '.local', 'node_modules', 'dist']) expect(ignored).toContain(entry);
+    // No "# syntax=" line: BuildKit would fetch that frontend image from a registry, and none is reachable here.
+    expect(dockerfile).not.toMatch(/^# syntax=/m);
+    const ignore = (await readFile(path.join(repoRoot, '.dockerignore'), 'utf8'))
+      .split('\n')
+      .filter((line) => line && !line.startsWith('#'));
+    expect(ignore[0]).toBe('*');
+    const admitted = ignore.filter((line) => line.startsWith('!')).map((line) => line.slice(1));
+    // Every folder tsc compiles (tsconfig.build.json), and what npm run build copies beside the code (schemas, console).
+    const build = JSON.parse(await readFile(path.join(repoRoot, 'tsconfig.build.json'), 'utf8')) as {
+      include: string[];
+    };
+    const needed = [...build.include, 'schemas', 'console', 'package.json', 'package-lock.json', 'tsconfig.json'];
+    expect(admitted).toEqual(expect.arrayContaining([...needed, 'tsconfig.build.json']));
+    for (const kept of ['.git', '.local', 'node_modules', 'dist', 'test', '.env']) expect(admitted).not.toContain(kept);
   });
 
   it('runs the Node release that .nvmrc, .node-version, CI and package.json name', async () => {

@@ -115,6 +115,14 @@ export async function startReceiver(
   };
 }
 
+/** Starts service `name` from `entry` (api/main.ts, ...) with `env`, its output appended to `logFile`. */
+export type ServiceLauncher = (
+  name: string,
+  entry: string,
+  env: Record<string, string>,
+  logFile: string,
+) => ServiceProcess;
+
 /** The gateway, router and dispatcher as separate processes on the test's keyspace and topics. */
 export async function startServices(
   env: Record<string, string>,
@@ -122,6 +130,9 @@ export async function startServices(
   perService: Partial<Record<'gateway' | 'router' | 'dispatcher', Record<string, string>>> = {},
   /** Variables of one process by its position in `names` (e.g. two dispatchers with their own METRICS_PORT). */
   perInstance: Record<string, string>[] = [],
+  /** How a service is run: a Node process by default; given only the variables the test sets (not this process's). */
+  launch: ServiceLauncher = (name, entry, serviceEnv, logFile) =>
+    spawnService(name, entry, { ...process.env, ...serviceEnv }, logFile),
 ) {
   const entries = { gateway: 'api/main.ts', router: 'router/main.ts', dispatcher: 'dispatcher/main.ts' };
   const logs = path.join(repoRoot, '.local', 'logs', 'tests');
@@ -130,12 +141,7 @@ export async function startServices(
     // A second process of a service (two dispatchers in one group) gets its own log file.
     const nth = names.slice(0, index).filter((other) => other === name).length;
     const logFile = path.join(logs, `${name}${nth > 0 ? `-${nth + 1}` : ''}-${env.CASSANDRA_KEYSPACE}.log`);
-    const service = spawnService(
-      name,
-      entries[name],
-      { ...process.env, ...env, ...perService[name], ...perInstance[index] },
-      logFile,
-    );
+    const service = launch(name, entries[name], { ...env, ...perService[name], ...perInstance[index] }, logFile);
     // A service that dies unasked (at start: a port taken, a bad setting) otherwise shows only as timeouts later.
     void service.exited.then((code) => {
       if (stopping) return;

@@ -34,7 +34,7 @@ const servers = await testServers((line) => console.log(`[servers] ${line}`));
 const runs =
   args.length === 0
     ? [
-        ['--project', 'unit', '--project', 'integration', '--project', 'deploy'],
+        ['--project', 'unit', '--project', 'integration', '--project', 'deploy', '--project', 'image'],
         ['--project', 'e2e'],
       ]
     : [args];
