@@ -148,7 +148,13 @@ export class OutboxRelay {
     }
   }
 
-  /** One sweep over the open buckets; returns how many events were published. */
+  /**
+   * One sweep over the open buckets; returns how many events were published. A request that fails (a Cassandra node
+   * restarting, say) costs only its order, or its bucket's listing: the pass goes on with the others, and the bucket
+   * stays open, so the next pass reads what was missed. Before, the first failure ended the pass, and each pass began
+   * again from the oldest open bucket: through a rolling restart of the Cassandra nodes, where one request in many timed
+   * out, the sweep kept starting over and left published rows waiting for minutes.
+   */
   async pass(): Promise<number> {
     const clock = this.options.now ?? Date.now;
     const now = clock();
@@ -158,8 +164,16 @@ export class OutboxRelay {
     const oldest = Math.min(saved ?? current - this.options.lookbackMinutes, current);
     let published = 0;
     let oldestOpen = current;
+    const failed: unknown[] = [];
     for (let bucket = oldest; bucket <= current; bucket += 1) {
-      const pointers = await this.store.pointers(bucket);
+      let pointers: { tenantId: string; orderId: string }[];
+      try {
+        pointers = await this.store.pointers(bucket);
+      } catch (error) {
+        failed.push(error);
+        oldestOpen = Math.min(oldestOpen, bucket);
+        continue;
+      }
       const before = this.tracked.get(bucket);
       const listed = new Map<string, Tracked>();
       for (const { tenantId, orderId } of pointers) {
@@ -173,7 +187,7 @@ export class OutboxRelay {
       const due = pointers.filter(
         ({ tenantId, orderId }) => listed.get(`${tenantId}\u0000${orderId}`)!.nextReadAt <= now,
       );
-      await forEach(due, this.options.concurrency, async ({ tenantId, orderId }) => {
+      const errors = await forEach(due, this.options.concurrency, async ({ tenantId, orderId }) => {
         const key = `${tenantId}\u0000${orderId}`;
         const tracked = listed.get(key)!;
         await this.enterWindow();
@@ -188,12 +202,19 @@ export class OutboxRelay {
           tracked.nextReadAt = tracked.writtenBy + settleMs;
         }
       });
+      failed.push(...errors);
       // A bucket stays open for two minutes: a writer's clock may be a little behind the relay's.
       if (pointers.length > 0 || bucket >= current - 1) oldestOpen = Math.min(oldestOpen, bucket);
     }
     for (const bucket of this.tracked.keys()) if (bucket < oldestOpen) this.tracked.delete(bucket);
     if (oldestOpen !== saved) await this.store.saveRelayProgress(this.options.name, oldestOpen);
     if (published > 0) this.logger.debug({ published }, 'outbox relay published events');
+    if (failed.length > 0) {
+      this.logger.warn(
+        { err: failed[0], failed: failed.length, published },
+        'outbox relay: requests failed in this pass; the next pass reads their orders again',
+      );
+    }
     return published;
   }
 
@@ -268,20 +289,20 @@ export class OutboxRelay {
   }
 }
 
-/** Runs `task` over `items` with at most `limit` at once; rejects with the first failure once all have settled. */
-async function forEach<T>(items: T[], limit: number, task: (item: T) => Promise<void>): Promise<void> {
+/** Runs `task` over `items` with at most `limit` at once; resolves, once all have settled, with their failures. */
+async function forEach<T>(items: T[], limit: number, task: (item: T) => Promise<void>): Promise<unknown[]> {
   let next = 0;
-  let failure: unknown;
+  const failures: unknown[] = [];
   const worker = async () => {
     while (next < items.length) {
       const item = items[next++]!;
       try {
         await task(item);
       } catch (error) {
-        failure ??= error;
+        failures.push(error);
       }
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  if (failure !== undefined) throw failure;
+  return failures;
 }

@@ -1,0 +1,107 @@
+// The outbox relay's sweep against an in-memory store whose Cassandra requests can fail: one failed request costs the
+// order (or bucket) it was for, never the rest of the pass.
+import { describe, expect, it } from 'vitest';
+import { createLogger } from '../core/log.ts';
+import { OutboxRelay } from './outbox-relay.ts';
+import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts';
+
+const NOW = 1_000 * MINUTE + 30_000;
+const CURRENT = Math.floor(NOW / MINUTE);
+
+function row(orderId: string): OutboxRow {
+  return {
+    tenantId: 't',
+    orderId,
+    outboxId: `${orderId}-1`,
+    eventType: 'purchaseOrder.validated',
+    occurredAt: '2026-11-26T00:00:00.000Z',
+    reference: null,
+    payload: '{}',
+  };
+}
+
+/** Pointers by bucket, rows by order; `failing` names what throws like a timed-out request (an order id, or `list:<bucket>`). */
+function memoryStore(pointers: Map<number, string[]>, failing: Set<string>) {
+  const rows = new Map([...pointers.values()].flat().map((orderId) => [orderId, [row(orderId)]]));
+  let progress: number | undefined = CURRENT - 2;
+  const timeout = (what: string) =>
+    new Error(`The host 127.0.0.21:9042 did not reply before timeout 1500 ms (${what})`);
+  const store = {
+    relayProgress: async () => progress,
+    saveRelayProgress: async (_name: string, bucket: number) => {
+      progress = bucket;
+    },
+    pointers: async (bucket: number) => {
+      if (failing.has(`list:${bucket}`)) throw timeout(`list ${bucket}`);
+      return (pointers.get(bucket) ?? []).map((orderId) => ({ tenantId: 't', orderId }));
+    },
+    unpublished: async (_tenantId: string, orderId: string) => {
+      if (failing.has(orderId)) throw timeout(orderId);
+      return rows.get(orderId) ?? [];
+    },
+    markPublished: async (published: OutboxRow) => {
+      rows.set(published.orderId, []);
+    },
+    dropPointer: async (bucket: number, _tenantId: string, orderId: string) => {
+      pointers.set(
+        bucket,
+        (pointers.get(bucket) ?? []).filter((id) => id !== orderId),
+      );
+    },
+  };
+  return { store: store as unknown as PurchaseStore, progress: () => progress };
+}
+
+function relay(store: PurchaseStore, published: string[]) {
+  return new OutboxRelay(
+    store,
+    async (published_: OutboxRow) => void published.push(published_.orderId),
+    createLogger('test', 'silent'),
+    {
+      name: 'test',
+      intervalMs: 100,
+      lookbackMinutes: 5,
+      settleMs: 1_000,
+      concurrency: 4,
+      window: 100,
+      windowBytes: 1 << 20,
+      now: () => NOW,
+    },
+  );
+}
+
+describe('OutboxRelay sweep', () => {
+  it('publishes the orders of later buckets in a pass where an order of an earlier bucket could not be read', async () => {
+    const pointers = new Map([
+      [CURRENT - 2, ['a', 'b']],
+      [CURRENT - 1, ['c']],
+      [CURRENT, ['d']],
+    ]);
+    const { store, progress } = memoryStore(pointers, new Set(['a']));
+    const published: string[] = [];
+    const pass = relay(store, published).pass();
+    await expect(pass).resolves.toBe(3);
+    expect(published.sort()).toEqual(['b', 'c', 'd']);
+    // The bucket of the order not read stays the oldest open one: the next pass starts there and reads it again.
+    expect(progress()).toBe(CURRENT - 2);
+    expect(pointers.get(CURRENT - 2)).toEqual(['a']);
+  });
+
+  it('goes on past a bucket whose pointers could not be listed, and keeps that bucket open', async () => {
+    const pointers = new Map([
+      [CURRENT - 2, ['a']],
+      [CURRENT - 1, ['b']],
+      [CURRENT, ['c']],
+    ]);
+    const failing = new Set([`list:${CURRENT - 2}`]);
+    const { store, progress } = memoryStore(pointers, failing);
+    const published: string[] = [];
+    const sweeper = relay(store, published);
+    await expect(sweeper.pass()).resolves.toBe(2);
+    expect(published.sort()).toEqual(['b', 'c']);
+    expect(progress()).toBe(CURRENT - 2);
+    failing.clear();
+    await sweeper.pass();
+    expect(published.sort()).toEqual(['a', 'b', 'c']);
+  });
+});
