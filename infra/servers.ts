@@ -12,7 +12,13 @@ import path from 'node:path';
 import cassandra from 'cassandra-driver';
 import { apicurioDef } from './servers/apicurio.ts';
 import { cassandraDef } from './servers/cassandra.ts';
-import { activeController, clusterEndpoints, clusterNodes, type ClusterNode } from './servers/cluster.ts';
+import {
+  activeController,
+  clusterEndpoints,
+  clusterNodeList,
+  clusterNodes,
+  type ClusterNode,
+} from './servers/cluster.ts';
 import { Tools } from './servers/download.ts';
 import { kafkaDef, kafkaRoundTrip, persistedClusterId } from './servers/kafka.ts';
 import { warmUp, warmUpMs } from './servers/warm-up.ts';
@@ -130,11 +136,20 @@ export async function ensureCluster(opts: { root: string; progress?: Progress })
   const tools = new Tools(progress);
   const one = (node: ClusterNode) => ensureOne(node.def, root, tools, progress, started);
   const [seed, ...others] = nodes.cassandra;
+  // A node that found no peer to gossip with in its first round (the seed too busy to answer on a loaded machine:
+  // "Unable to gossip with any peers", seen here once in about ten starts) exits; it is started again.
+  const join = (node: ClusterNode) =>
+    retryWhen(
+      () => one(node),
+      GOSSIP_FAILED,
+      2,
+      (error) => progress(`${node.def.id}: ${firstLine(error)}; starting it again`),
+    );
   const results = await Promise.allSettled([
     ...nodes.kafka.map(one),
     one(nodes.registry),
     // Nodes join through the seed: it goes first. With their tokens set they join without streaming, so at once.
-    one(seed!).then(() => Promise.all(others.map(one))),
+    one(seed!).then(() => Promise.all(others.map(join))),
   ]);
   const failures = results.flatMap((r) => (r.status === 'rejected' ? [errorMessage(r.reason)] : []));
   try {
@@ -152,6 +167,26 @@ export async function ensureCluster(opts: { root: string; progress?: Progress })
   }
   progress(`cluster: ready in ${secondsSince(t0)}`);
   return { ...endpoints, stop, started: started.map((proc) => proc.name) };
+}
+
+const GOSSIP_FAILED = /Unable to gossip with any peers/;
+const firstLine = (error: unknown) => errorMessage(error).split('\n')[0]!;
+
+/** Runs `attempt`, again (up to `retries` more times) while it fails with an error whose message matches `retryable`. */
+export async function retryWhen<T>(
+  attempt: () => Promise<T>,
+  retryable: RegExp,
+  retries: number,
+  onRetry: (error: unknown) => void,
+): Promise<T> {
+  for (let left = retries; ; left -= 1) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (left <= 0 || !retryable.test(errorMessage(error))) throw error;
+      onRetry(error);
+    }
+  }
 }
 
 /** Runs `attempt` until it resolves, a second apart; rejects with its last error once `ms` have passed. */
@@ -221,10 +256,7 @@ export async function serverStatus(root: string, cluster = false): Promise<Serve
   const absRoot = path.resolve(root);
   const controller = cluster ? activeController(absRoot) : undefined;
   const nodes: ClusterNode[] = cluster
-    ? (() => {
-        const all = clusterNodes('');
-        return [...all.kafka, ...all.cassandra, all.registry];
-      })()
+    ? clusterNodeList()
     : serverDefs(configuredPorts()).map((def) => ({ def, index: 1, role: '' }));
   return Promise.all(
     nodes.map(async ({ def, index, role }): Promise<ServerStatus> => {
