@@ -96,6 +96,15 @@ export function clusterNodes(clusterId: string): {
   };
 }
 
+/**
+ * Every node, Kafka first, then Cassandra, then the registry: for what does not start them (status, the chaos suite's
+ * pid checks), so without a cluster id, which only a Kafka node's first start (its storage format) reads.
+ */
+export function clusterNodeList(): ClusterNode[] {
+  const nodes = clusterNodes('');
+  return [...nodes.kafka, ...nodes.cassandra, nodes.registry];
+}
+
 export function clusterEndpoints() {
   return {
     kafkaBrokers: indexes.map((i) => `${kafkaHost(i)}:${KAFKA_PORT}`),

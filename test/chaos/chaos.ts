@@ -47,13 +47,13 @@ import {
   CLUSTER_SERVICE_ENV,
   CLUSTER_SIZE,
   activeController,
-  clusterNodes,
+  clusterNodeList,
   nodetool,
 } from '../../infra/servers/cluster.ts';
 import { Tools } from '../../infra/servers/download.ts';
 import { topicNames } from '../../core/topics.ts';
 import type { Supervisor } from '../../infra/supervisor.ts';
-import { Receivers, phaseFigures, steadyLoad, type PhaseFigures, type PhaseTimes } from './load.ts';
+import { GatewayPool, Receivers, phaseFigures, steadyLoad, type PhaseFigures, type PhaseTimes } from './load.ts';
 import {
   freezeServer,
   installSignalHandlers,
@@ -73,12 +73,16 @@ const CLUSTER_FAULTS = [
   'cassandra-kill',
   'kafka-roll',
   'cassandra-roll',
+  'services-roll',
+  'cassandra-quorum',
+  'kafka-quorum',
 ] as const;
 type FaultName = (typeof SINGLE_FAULTS)[number] | (typeof CLUSTER_FAULTS)[number];
 
 const { values } = parseArgs({
   options: {
     cluster: { type: 'boolean', default: false },
+    lean: { type: 'boolean', default: false },
     only: { type: 'string', multiple: true },
     rate: { type: 'string', default: '40' },
     seconds: { type: 'string', default: '20' },
@@ -91,6 +95,12 @@ const { values } = parseArgs({
   },
 });
 const cluster = values.cluster;
+/**
+ * On the cluster, the services in the shape a platform team deploys them (CLUSTER_SERVICES) unless --lean: one gateway,
+ * one router and two dispatchers, as without --cluster, for a fault that needs no more (npm test's cluster project:
+ * seven services beside seven JVMs overload a 2-core machine).
+ */
+const productionShape = cluster && !values.lean;
 const FAULTS: readonly FaultName[] = cluster ? CLUSTER_FAULTS : SINGLE_FAULTS;
 const only = (values.only ?? []).flatMap((value) => value.split(','));
 for (const name of only) {
@@ -114,12 +124,25 @@ const DRAIN_MS = 60_000;
 const RECOVERY_WAIT_MS = 60_000;
 
 const SERVER_NAMES: ServerName[] = ['kafka', 'cassandra', 'apicurio'];
+const SINGLE_SERVICES = [
+  ['gateway', 'api/main.ts'],
+  ['router', 'router/main.ts'],
+  ['dispatcher-1', 'dispatcher/main.ts'],
+  ['dispatcher-2', 'dispatcher/main.ts'],
+] as const;
+/** On the cluster, in the order services-roll restarts them. */
+const CLUSTER_SERVICES = [
+  ['dispatcher-1', 'dispatcher/main.ts'],
+  ['dispatcher-2', 'dispatcher/main.ts'],
+  ['dispatcher-3', 'dispatcher/main.ts'],
+  ['router-1', 'router/main.ts'],
+  ['router-2', 'router/main.ts'],
+  ['gateway-1', 'api/main.ts'],
+  ['gateway-2', 'api/main.ts'],
+] as const;
 /** Every server process the suite watches: the three servers, or the cluster's seven nodes. */
 const SERVER_IDS: { name: ServerName; id: string }[] = cluster
-  ? (() => {
-      const nodes = clusterNodes('');
-      return [...nodes.kafka, ...nodes.cassandra, nodes.registry].map(({ def }) => ({ name: def.name, id: def.id }));
-    })()
+  ? clusterNodeList().map(({ def }) => ({ name: def.name, id: def.id }))
   : SERVER_NAMES.map((name) => ({ name, id: name }));
 const t0 = Date.now();
 const clock = () => `${((Date.now() - t0) / 1000).toFixed(1).padStart(6)} s`;
@@ -156,7 +179,9 @@ await provision(loadConfig(env), logger);
 const receivers = new Receivers();
 const supervisors = new Map<string, Supervisor>();
 const restarts: string[] = [];
-const readyUrls = new Map<string, string>([['gateway', `${env.GATEWAY_BASE_URL}/ready`]]);
+const readyUrls = new Map<string, string>();
+/** The gateways' base URLs by name: one (`gateway`), or on the cluster two behind a load balancer (GatewayPool). */
+const gatewayBases = new Map<string, string>();
 const logs = path.join(repoRoot, '.local', 'logs', 'chaos');
 let db: Awaited<ReturnType<typeof connectCassandra>> | undefined;
 let idp: ReturnType<typeof buildIdentityProvider> | undefined;
@@ -220,12 +245,15 @@ try {
 
   // The services, each supervised as `npm start` does: one that exits unasked is restarted after 1 s, 2 s, …
   const launch = async (name: string, entry: string) => {
-    const port = name === 'gateway' ? 0 : await freePort();
-    if (port) readyUrls.set(name, `http://127.0.0.1:${port}/ready`);
+    const gateway = entry === 'api/main.ts';
+    const port = gateway && gatewayBases.size === 0 ? gatewayPort : await freePort();
+    if (gateway) gatewayBases.set(name, `http://127.0.0.1:${port}`);
+    readyUrls.set(name, `http://127.0.0.1:${port}/ready`);
     const logFile = path.join(logs, `${name}-${run}.log`);
+    const ports = gateway ? { GATEWAY_PORT: String(port), METRICS_PORT: '0' } : { METRICS_PORT: String(port) };
     supervisors.set(
       name,
-      superviseService(name, entry, { ...process.env, ...env, METRICS_PORT: String(port) }, logFile, {
+      superviseService(name, entry, { ...process.env, ...env, ...ports }, logFile, {
         report: (line) => {
           restarts.push(line);
           say(`supervisor: ${line}`);
@@ -233,10 +261,8 @@ try {
       }),
     );
   };
-  await launch('gateway', 'api/main.ts');
-  await launch('router', 'router/main.ts');
-  await launch('dispatcher-1', 'dispatcher/main.ts');
-  await launch('dispatcher-2', 'dispatcher/main.ts');
+  // On the cluster, the production shape: two gateways behind a load balancer, two routers, three dispatchers.
+  for (const [name, entry] of productionShape ? CLUSTER_SERVICES : SINGLE_SERVICES) await launch(name, entry);
   say(`services starting; logs in ${path.relative(repoRoot, logs)}/*-${run}.log`);
 
   const tokenResponse = await fetch(`${idpUrl}/oauth/token`, {
@@ -250,17 +276,18 @@ try {
     }),
   });
   const token = ((await tokenResponse.json()) as { access_token: string }).access_token;
-  const base = env.GATEWAY_BASE_URL;
-  const call = async (method: string, route: string, body?: unknown, timeoutMs = 10_000) => {
-    const response = await fetch(`${base}${route}`, {
-      method,
-      headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-      signal: AbortSignal.timeout(timeoutMs),
+  const gateways = new GatewayPool(gatewayBases);
+  const call = (method: string, route: string, body?: unknown, timeoutMs = 10_000) =>
+    gateways.send(async (base) => {
+      const response = await fetch(`${base}${route}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+        body: body ? JSON.stringify(body) : undefined,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      const text = await response.text();
+      return { status: response.status, text };
     });
-    const text = await response.text();
-    return { status: response.status, text };
-  };
 
   const allReady = async (timeoutMs: number) => {
     for (const [name, url] of readyUrls) await waitForHttp(url, name, timeoutMs);
@@ -346,36 +373,29 @@ try {
     return `restarted by its supervisor (superviseService, 1 s backoff) as pid ${supervisor.current?.pid}; ready again ${seconds(Date.now() - mark.faultEnd())} after the kill`;
   };
 
-  const killAndRestartServer = async (name: ServerName, downMs: number, mark: Marks): Promise<string> => {
-    const pid = (await serverPid(root, name)) as number;
-    say(`kill -9 ${name} (pid ${pid}); restart in ${seconds(downMs)}`);
+  /**
+   * kill -9 of the servers `ids` (of kind `name`: the single server, or cluster nodes), restarted `downMs` later by the
+   * launcher that started them (the others are reused).
+   */
+  const killAndRestart = async (name: ServerName, ids: string[], downMs: number, mark: Marks): Promise<string> => {
+    const pids: number[] = [];
+    for (const id of ids) {
+      const pid = await serverPid(root, name, id);
+      if (typeof pid === 'string') throw new Error(pid);
+      pids.push(pid);
+    }
+    const relaunch = cluster ? (progress: (line: string) => void) => ensureCluster({ root, progress }) : undefined;
+    say(`kill -9 ${ids.map((id, index) => `${id} (pid ${pids[index]})`).join(', ')}; restart in ${seconds(downMs)}`);
     try {
-      await killServer(root, name, pid, say);
+      for (const [index, id] of ids.entries()) await killServer(root, id, pids[index]!, say, relaunch);
       await sleep(downMs);
       mark.end();
     } finally {
-      await restore(name);
+      for (const id of ids) await restore(id);
     }
     mark.back();
-    const now = await serverPid(root, name);
-    return `down ${seconds(downMs)}, restarted by infra/servers.ts (pid ${now}), healthy ${seconds(Date.now() - mark.faultEnd())} after the restart`;
-  };
-
-  /** kill -9 of a cluster node, restarted `downMs` later by the cluster's launcher (the others are reused). */
-  const killAndRestartNode = async (name: ServerName, id: string, downMs: number, mark: Marks): Promise<string> => {
-    const pid = await serverPid(root, name, id);
-    if (typeof pid === 'string') throw new Error(pid);
-    say(`kill -9 ${id} (pid ${pid}); restart in ${seconds(downMs)}`);
-    const relaunch = (progress: (line: string) => void) => ensureCluster({ root, progress });
-    try {
-      await killServer(root, id, pid, say, relaunch);
-      await sleep(downMs);
-      mark.end();
-    } finally {
-      await restore(id);
-    }
-    mark.back();
-    return `${id} down ${seconds(downMs)}, restarted (pid ${await serverPid(root, name, id)}), the cluster whole again ${seconds(Date.now() - mark.faultEnd())} after the restart`;
+    const now = await Promise.all(ids.map((id) => serverPid(root, name, id)));
+    return `${ids.join(' and ')} down ${seconds(downMs)}, restarted (pid ${now.join(', ')}), ${cluster ? 'the cluster whole again' : 'healthy'} ${seconds(Date.now() - mark.faultEnd())} after the restart`;
   };
   /** Partitions of the run's topics whose replicas are not all in sync (0: the cluster may lose a broker again). */
   const underReplicated = async (): Promise<number> => {
@@ -466,7 +486,7 @@ try {
     'kafka-leader': {
       plannedMs: BEFORE_MS + brokerDownMs + 20_000 + AFTER_MS,
       cannot: notCluster,
-      run: async (mark) => killAndRestartNode('kafka', `cluster/kafka-${await deliveriesLeader()}`, brokerDownMs, mark),
+      run: async (mark) => killAndRestart('kafka', [`cluster/kafka-${await deliveriesLeader()}`], brokerDownMs, mark),
     },
     'kafka-controller': {
       plannedMs: BEFORE_MS + brokerDownMs + 20_000 + AFTER_MS,
@@ -474,7 +494,7 @@ try {
       run: async (mark) => {
         const controller = activeController(root);
         if (controller === undefined) throw new Error('no node has recorded an active controller');
-        return killAndRestartNode('kafka', `cluster/kafka-${controller}`, brokerDownMs, mark);
+        return killAndRestart('kafka', [`cluster/kafka-${controller}`], brokerDownMs, mark);
       },
     },
     'cassandra-freeze': {
@@ -525,10 +545,52 @@ try {
         );
       },
     },
+    'services-roll': {
+      plannedMs: BEFORE_MS + CLUSTER_SERVICES.length * 25_000 + AFTER_MS,
+      cannot: async () => (productionShape ? undefined : 'needs --cluster without --lean'),
+      run: async (mark) => {
+        // As a Deployment's rolling update: one process at a time told to stop (SIGTERM: it finishes what it holds and
+        // leaves its consumer group), replaced (here by its supervisor), ready again before the next. A gateway is
+        // first taken out of the load balancer, and stopped once its calls in flight are answered.
+        const steps: string[] = [];
+        for (const [name, entry] of CLUSTER_SERVICES) {
+          const supervisor = supervisors.get(name)!;
+          const pid = supervisor.current?.pid;
+          if (pid === undefined) throw new Error(`${name} has no running process to restart`);
+          const started = Date.now();
+          if (entry === 'api/main.ts') await gateways.drain(name);
+          const restartsBefore = supervisor.restarts;
+          say(`SIGTERM ${name} (pid ${pid})`);
+          process.kill(pid, 'SIGTERM');
+          const deadline = Date.now() + 120_000;
+          while (supervisor.restarts === restartsBefore || supervisor.current === undefined) {
+            if (Date.now() > deadline) throw new Error(`${name} was not replaced within 120 s of SIGTERM`);
+            await sleep(50);
+          }
+          await waitForHttp(readyUrls.get(name)!, name, 120_000);
+          gateways.restore(name);
+          steps.push(`${name} ${seconds(Date.now() - started)}`);
+          say(`${name}: replaced and ready ${seconds(Date.now() - started)} after SIGTERM`);
+        }
+        mark.end();
+        mark.back();
+        return `rolled one at a time, SIGTERM to ready: ${steps.join(', ')}`;
+      },
+    },
+    'cassandra-quorum': {
+      plannedMs: BEFORE_MS + cassandraDownMs + 60_000 + AFTER_MS,
+      cannot: notCluster,
+      run: (mark) => killAndRestart('cassandra', ['cluster/cassandra-2', 'cluster/cassandra-3'], cassandraDownMs, mark),
+    },
+    'kafka-quorum': {
+      plannedMs: BEFORE_MS + brokerDownMs + 60_000 + AFTER_MS,
+      cannot: notCluster,
+      run: (mark) => killAndRestart('kafka', ['cluster/kafka-2', 'cluster/kafka-3'], brokerDownMs, mark),
+    },
     'cassandra-kill': {
       plannedMs: BEFORE_MS + cassandraDownMs + 40_000 + AFTER_MS,
       cannot: notCluster,
-      run: (mark) => killAndRestartNode('cassandra', 'cluster/cassandra-3', cassandraDownMs, mark),
+      run: (mark) => killAndRestart('cassandra', ['cluster/cassandra-3'], cassandraDownMs, mark),
     },
     none: {
       plannedMs: loadMs,
@@ -544,7 +606,7 @@ try {
     kafka: {
       plannedMs: BEFORE_MS + kafkaDownMs + 20_000 + AFTER_MS,
       cannot: async () => cannotSignal('kafka'),
-      run: (mark) => killAndRestartServer('kafka', kafkaDownMs, mark),
+      run: (mark) => killAndRestart('kafka', ['kafka'], kafkaDownMs, mark),
     },
     cassandra: {
       plannedMs: BEFORE_MS + cassandraFreezeMs + AFTER_MS,
@@ -567,7 +629,7 @@ try {
     registry: {
       plannedMs: BEFORE_MS + registryDownMs + 20_000 + AFTER_MS,
       cannot: async () => cannotSignal('apicurio'),
-      run: (mark) => killAndRestartServer('apicurio', registryDownMs, mark),
+      run: (mark) => killAndRestart('apicurio', ['apicurio'], registryDownMs, mark),
     },
   };
   const cannotSignal = async (name: ServerName) => {
@@ -664,10 +726,11 @@ try {
     const target = fault === 'kafka' ? 'kafka' : fault === 'registry' ? 'apicurio' : '';
     // Cluster nodes the fault restarted (named at the start of its note, or every node of a rolled kind) changed
     // their pids as planned: their restarts are in the notes.
-    const killedNode = /^cluster\/\S+/.exec(note)?.[0] ?? '';
+    const killedNodes: string[] = note.split(' down ')[0]!.match(/cluster\/[a-z]+-\d+/g) ?? [];
     const rolled = fault === 'kafka-roll' ? 'kafka' : fault === 'cassandra-roll' ? 'cassandra' : '';
     const foreign = SERVER_IDS.filter(
-      ({ name, id }) => id !== target && id !== killedNode && name !== rolled && serversBefore[id] !== serversAfter[id],
+      ({ name, id }) =>
+        id !== target && !killedNodes.includes(id) && name !== rolled && serversBefore[id] !== serversAfter[id],
     ).map(({ id }) => `${id} pid ${serversBefore[id]} → ${serversAfter[id]}`);
     const phaseRestarts = restarts.slice(restartsBefore);
     const unasked = phaseRestarts.filter((line) => !line.startsWith(supervisedVictim(fault)));
@@ -721,6 +784,7 @@ async function serverPids(): Promise<Record<string, string>> {
 }
 
 function supervisedVictim(fault: FaultName): string {
+  if (fault === 'services-roll') return '';
   return fault === 'dispatcher' ? 'dispatcher-1 ' : `${fault} `;
 }
 
@@ -729,7 +793,7 @@ function tableRow(row: Row): string {
   if (!f) return `| ${row.fault} | — | — | — | — | — | ${row.note} |`;
   const recovery = f.recoveryMs === undefined ? 'not before the load ended' : seconds(f.recoveryMs);
   const latency = f.faultLatency ? `p50 ${f.faultLatency.p50} ms, p99 ${f.faultLatency.p99} ms` : '—';
-  return `| ${row.fault} | ${f.delivered}/${f.expected} | ${f.duplicates} | ${recovery} | ${f.api}; max ${f.apiMaxMs} ms | ${latency} | ${row.note} |`;
+  return `| ${row.fault} | ${f.delivered}/${f.expected} | ${f.duplicates} | ${recovery} | ${f.api} | ${latency} | ${row.note} |`;
 }
 
 const offered = rate * 2;
@@ -737,7 +801,7 @@ console.log(`
 ## Chaos suite (run ${run}, ${((Date.now() - t0) / 1000).toFixed(0)} s)
 
 Load: ${rate} validations/s through the gateway, each delivered to 2 Hmac subscriptions (${offered} deliveries/s offered);
-retries 1s,2s,4s; two dispatchers, one router, one gateway, each supervised${cluster ? '; on the local cluster (3 brokers, 3 Cassandra nodes, replication factor 3)' : ''}.
+retries 1s,2s,4s; ${productionShape ? 'three dispatchers, two routers, two gateways behind a round-robin balancer' : 'two dispatchers, one router, one gateway'}, each supervised${cluster ? '; on the local cluster (3 brokers, 3 Cassandra nodes, replication factor 3)' : ''}.
 Recovery: from the fault's end until a 2 s window carries at least 80 % of the offered deliveries. API: validations
 sent from the fault's start until the faulty component was healthy again; call → receipt: from those answered 200 to
 each subscription's first receipt.

@@ -164,7 +164,7 @@ export interface PhaseFigures {
   recoveryMs: number | undefined;
   /** ms from the fault's end until the last expected delivery arrived. */
   drainedMs: number | undefined;
-  /** API answers during the fault window, e.g. "200×310 503×42", and their max latency. */
+  /** API answers during the fault window with the slowest of each, e.g. "200×310 (≤ 2.1 s) 503×42 (≤ 1.2 s)". */
   api: string;
   apiMaxMs: number;
   /**
@@ -227,11 +227,15 @@ export function phaseFigures(
   const during = answers.filter(
     (answer) => answer.sentAt >= times.faultStart && answer.sentAt <= times.windowEnd && answer.outcome !== 'no-draft',
   );
-  const byOutcome = new Map<string, number>();
-  for (const answer of during) byOutcome.set(answer.outcome, (byOutcome.get(answer.outcome) ?? 0) + 1);
+  const byOutcome = new Map<string, { count: number; slowestMs: number }>();
+  for (const answer of during) {
+    const seen = byOutcome.get(answer.outcome) ?? { count: 0, slowestMs: 0 };
+    byOutcome.set(answer.outcome, { count: seen.count + 1, slowestMs: Math.max(seen.slowestMs, answer.ms) });
+  }
+  // Each outcome with its slowest answer: a 503 must come fast (no hang), whatever the 200s took.
   const api = [...byOutcome.entries()]
     .sort(([a], [b]) => Number(isHttpStatus(b)) - Number(isHttpStatus(a)) || a.localeCompare(b))
-    .map(([outcome, count]) => `${outcome}×${count}`)
+    .map(([outcome, { count, slowestMs }]) => `${outcome}×${count} (≤ ${(slowestMs / 1000).toFixed(1)} s)`)
     .join(' ');
   return {
     confirmed: confirmed.length,
@@ -256,4 +260,42 @@ export function phaseFigures(
 function quantile(values: number[], q: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+}
+
+/**
+ * The gateways behind a load balancer, as a Kubernetes Service puts them: each call goes to the next gateway in
+ * service, round robin. One taken out of service (`drain`, as a pod's endpoint is removed when it is told to stop) gets
+ * no new call, and `drain` resolves once its calls in flight have been answered; `restore` puts it back.
+ */
+export class GatewayPool {
+  private readonly inService: string[];
+  private readonly inFlight = new Map<string, number>();
+  private next = 0;
+
+  constructor(private readonly bases: ReadonlyMap<string, string>) {
+    this.inService = [...bases.keys()];
+  }
+
+  /** Runs `send` against the base URL of the next gateway in service. */
+  async send<T>(send: (base: string) => Promise<T>): Promise<T> {
+    const name = this.inService[this.next++ % this.inService.length]!;
+    this.inFlight.set(name, (this.inFlight.get(name) ?? 0) + 1);
+    try {
+      return await send(this.bases.get(name)!);
+    } finally {
+      this.inFlight.set(name, this.inFlight.get(name)! - 1);
+    }
+  }
+
+  async drain(name: string): Promise<void> {
+    if (this.inService.length < 2)
+      throw new Error(`${name} is the only gateway in service: there is nothing to drain to`);
+    this.inService.splice(this.inService.indexOf(name), 1);
+    while ((this.inFlight.get(name) ?? 0) > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+
+  /** Puts gateway `name` back in service (a name that is not one of the pool's gateways is ignored). */
+  restore(name: string): void {
+    if (this.bases.has(name) && !this.inService.includes(name)) this.inService.push(name);
+  }
 }

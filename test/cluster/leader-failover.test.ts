@@ -33,7 +33,20 @@ describe('the local cluster under a broker failure', () => {
     const log = path.join(logs, 'chaos-cluster.log');
     rmSync(json, { force: true });
     const code = await chaos(
-      ['--cluster', '--only', 'kafka-leader', '--rate', '10', '--seconds', '15', '--broker-down', '10', '--json', json],
+      [
+        '--cluster',
+        '--lean',
+        '--only',
+        'kafka-leader',
+        '--rate',
+        '10',
+        '--seconds',
+        '15',
+        '--broker-down',
+        '10',
+        '--json',
+        json,
+      ],
       log,
     );
     const output = readFileSync(log, 'utf8');
