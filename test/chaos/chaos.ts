@@ -355,20 +355,30 @@ try {
     }
   };
 
-  const killSupervised = async (name: string, mark: Marks): Promise<string> => {
+  /**
+   * Sends `signal` to supervised service `name` and resolves once its supervisor has started a new process and that
+   * one is ready; `sent` runs right after the signal.
+   */
+  const signalAndAwaitReplacement = async (name: string, signal: NodeJS.Signals, sent: () => void) => {
     const supervisor = supervisors.get(name)!;
     const pid = supervisor.current?.pid;
-    if (pid === undefined) throw new Error(`${name} has no running process to kill`);
+    if (pid === undefined) throw new Error(`${name} has no running process to signal`);
     const restartsBefore = supervisor.restarts;
-    process.kill(pid, 'SIGKILL');
-    mark.end();
-    say(`kill -9 ${name} (pid ${pid})`);
+    process.kill(pid, signal);
+    sent();
+    say(`${signal} ${name} (pid ${pid})`);
     const deadline = Date.now() + 120_000;
     while (supervisor.restarts === restartsBefore || supervisor.current === undefined) {
-      if (Date.now() > deadline) throw new Error(`${name} was not restarted by its supervisor within 120 s`);
+      if (Date.now() > deadline)
+        throw new Error(`${name} was not restarted by its supervisor within 120 s of ${signal}`);
       await sleep(50);
     }
     await waitForHttp(readyUrls.get(name)!, name, 120_000);
+    return supervisor;
+  };
+
+  const killSupervised = async (name: string, mark: Marks): Promise<string> => {
+    const supervisor = await signalAndAwaitReplacement(name, 'SIGKILL', () => mark.end());
     mark.back();
     return `restarted by its supervisor (superviseService, 1 s backoff) as pid ${supervisor.current?.pid}; ready again ${seconds(Date.now() - mark.faultEnd())} after the kill`;
   };
@@ -554,20 +564,9 @@ try {
         // first taken out of the load balancer, and stopped once its calls in flight are answered.
         const steps: string[] = [];
         for (const [name, entry] of CLUSTER_SERVICES) {
-          const supervisor = supervisors.get(name)!;
-          const pid = supervisor.current?.pid;
-          if (pid === undefined) throw new Error(`${name} has no running process to restart`);
           const started = Date.now();
           if (entry === 'api/main.ts') await gateways.drain(name);
-          const restartsBefore = supervisor.restarts;
-          say(`SIGTERM ${name} (pid ${pid})`);
-          process.kill(pid, 'SIGTERM');
-          const deadline = Date.now() + 120_000;
-          while (supervisor.restarts === restartsBefore || supervisor.current === undefined) {
-            if (Date.now() > deadline) throw new Error(`${name} was not replaced within 120 s of SIGTERM`);
-            await sleep(50);
-          }
-          await waitForHttp(readyUrls.get(name)!, name, 120_000);
+          await signalAndAwaitReplacement(name, 'SIGTERM', () => {});
           gateways.restore(name);
           steps.push(`${name} ${seconds(Date.now() - started)}`);
           say(`${name}: replaced and ready ${seconds(Date.now() - started)} after SIGTERM`);
