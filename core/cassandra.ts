@@ -45,9 +45,22 @@ export async function connectCassandra(
   return client;
 }
 
+/**
+ * The bound on one schema change (CREATE, ALTER, DROP). Cassandra 5 applies them one at a time, and a DROP KEYSPACE
+ * flushes and unloads every table in turn: 2.6 s for our 22 tables on an idle local node, and past the 20 s query
+ * bound at the end of a CI run (stop 36's teardown: `DROP KEYSPACE IF EXISTS test_image_…` timed out client-side,
+ * while the node went on to drop it). A client that gives up early leaves the schema changing anyway.
+ */
+export const SCHEMA_CHANGE_TIMEOUT_MS = 120_000;
+
+/** A client without a keyspace, for schema changes (migrations, dropping a keyspace). */
+export function connectSchemaAdmin(config: Config) {
+  return connectCassandra(config, null, SCHEMA_CHANGE_TIMEOUT_MS);
+}
+
 /** Applies the versioned CQL files in core/migrations once each, recording them; safe to run concurrently. */
 export async function migrate(config: Config): Promise<{ applied: string[]; alreadyApplied: string[] }> {
-  const admin = await connectCassandra(config, null);
+  const admin = await connectSchemaAdmin(config);
   const { keyspace, replicationFactor } = config.cassandra;
   try {
     await admin.execute(

@@ -1,4 +1,4 @@
-import { connectCassandra, migrate } from '../core/cassandra.ts';
+import { connectSchemaAdmin, migrate } from '../core/cassandra.ts';
 import type { Config } from '../core/config.ts';
 import { applyTopics, createKafka } from '../core/kafka.ts';
 import type { Logger } from '../core/log.ts';
@@ -56,7 +56,7 @@ export async function deprovision(config: Config, logger: Logger, what = { keysp
     await admin.disconnect();
   }
   if (!what.keyspace) return;
-  const db = await connectCassandra(config, null);
+  const db = await connectSchemaAdmin(config);
   try {
     await db.execute(`DROP KEYSPACE IF EXISTS ${config.cassandra.keyspace}`);
   } finally {

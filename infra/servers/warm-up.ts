@@ -7,7 +7,7 @@
  * expire and the topic keeps ten minutes, so nothing accumulates across starts.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { connectCassandra, types, type CassandraClient } from '../../core/cassandra.ts';
+import { connectCassandra, connectSchemaAdmin, types, type CassandraClient } from '../../core/cassandra.ts';
 import { loadConfig } from '../../core/config.ts';
 import { parseDuration } from '../../core/duration.ts';
 import { applyTopics, createKafka, Publisher, tailTopic, type OutgoingRecord } from '../../core/kafka.ts';
@@ -116,7 +116,7 @@ async function warmCassandra(endpoints: ServerEndpoints, until: number): Promise
     CASSANDRA_LOCAL_DC: endpoints.cassandraLocalDc,
     SCHEMA_REGISTRY_URL: endpoints.schemaRegistryUrl,
   });
-  const admin = await connectCassandra(config, null);
+  const admin = await connectSchemaAdmin(config);
   let db: CassandraClient | undefined;
   try {
     await admin.execute(
