@@ -41,11 +41,12 @@ export default defineConfig({
         },
       },
       {
-        // The local cluster (infra/servers/cluster.ts) under faults: it starts its own servers, so no global setup.
+        // The local cluster (infra/servers/cluster.ts) under faults, started once for the project (cluster-setup.ts).
         // `npm test` runs it last, once the single-node servers are stopped.
         test: {
           name: 'cluster',
           include: ['test/cluster/**/*.test.ts'],
+          globalSetup: ['test/support/cluster-setup.ts'],
           testTimeout: 900_000,
           fileParallelism: false,
           sequence: { groupOrder: 5 },

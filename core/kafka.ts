@@ -123,7 +123,7 @@ interface PublishCall {
   done: (error?: unknown) => void;
 }
 
-/** Publishes records with an idempotent producer and acks=all, batching concurrent calls into one request. */
+/** Publishes records with an idempotent producer and acks=all, batching concurrent calls into one request per partition. */
 export class Publisher {
   private pending: { record: OutgoingRecord; call: PublishCall }[] = [];
   private sending: Promise<void> | undefined;
@@ -131,8 +131,8 @@ export class Publisher {
   private constructor(private readonly producer: RecordProducer<string, Buffer | null, string, string>) {}
 
   static async connect(kafka: KafkaClient): Promise<Publisher> {
-    // At most one request is in flight (an idempotent producer's sequence numbers ask for it), and everything queued
-    // meanwhile rides in the next. Idempotence needs unbounded retries: a send waits out a broker outage rather than
+    // At most one request per partition is in flight (an idempotent producer's sequence numbers ask for it), and
+    // everything queued meanwhile rides in the next. Idempotence needs unbounded retries: a send waits out a broker outage rather than
     // giving up on a record. Keys are partitioned as Java's (and kafkajs') default partitioner does: partitionOf().
     const producer = new RecordProducer<string, Buffer | null, string, string>({
       clientId: kafka.clientId,
@@ -143,14 +143,15 @@ export class Publisher {
       partitioner: compatibilityPartitioner,
       serializers: { key: stringSerializer, headerKey: stringSerializer, headerValue: stringSerializer },
       retries: Number.MAX_SAFE_INTEGER,
-      retryDelay: (_client, _operation, attempt) => Math.min(200 * 2 ** attempt, 5_000),
+      retryDelay: (_client, operation, attempt, _retries, error) => {
+        const retryInMs = Math.min(200 * 2 ** attempt, 5_000);
+        kafka.log.warn(
+          { kafka: 'producer', operation, attempt, retryInMs, err: error },
+          'kafka: producer request failed; retrying',
+        );
+        return retryInMs;
+      },
     });
-    producer.on('client:performWithRetry:retry', (operation: string, attempt: number, _retries, delayMs: number) =>
-      kafka.log.warn(
-        { kafka: 'producer', operation, attempt, retryInMs: delayMs },
-        'kafka: producer request failed; retrying',
-      ),
-    );
     await producer.initIdempotentProducer({});
     return new Publisher(producer);
   }
@@ -185,18 +186,53 @@ export class Publisher {
         count += 1;
       }
       const batch = this.pending.splice(0, count);
-      let failure: unknown;
-      try {
-        await this.producer.send({ messages: batch.map(({ record }) => record) });
-      } catch (error) {
-        failure = error;
-      }
-      for (const { call } of batch) {
+      const outcomes = await this.sendByPartition(batch);
+      for (const [index, { call }] of batch.entries()) {
+        const failure = outcomes[index];
         if (failure !== undefined) call.error ??= failure;
         if (--call.remaining === 0) call.done(call.error);
       }
     }
     this.sending = undefined;
+  }
+
+  /**
+   * Sends the batch as one send per partition, at once, and gives each entry's failure (undefined: acknowledged).
+   * One send per partition because of how @platformatic/kafka retries: it groups a send's records by the broker leading
+   * their partitions when sent and, when that broker fails, sends the whole group again to the new leader of its first
+   * record's partition. When the partitions of a dead broker get different new leaders, that broker refuses the others
+   * (NOT_LEADER_OR_FOLLOWER) at every try, for as long as the leaders stay: the router's publisher retried one request
+   * for three minutes in a CI simulation (test/cluster/publisher-failover.test.ts shows it). A send of one partition
+   * always goes to that partition's leader.
+   */
+  private async sendByPartition(batch: { record: OutgoingRecord }[]): Promise<unknown[]> {
+    const outcomes: unknown[] = new Array(batch.length);
+    let partitions: Map<string, number>;
+    try {
+      const topics = [...new Set(batch.map(({ record }) => record.topic))];
+      const metadata = await this.producer.metadata({ topics });
+      partitions = new Map(topics.map((topic) => [topic, metadata.topics.get(topic)!.partitionsCount]));
+    } catch (error) {
+      return outcomes.fill(error);
+    }
+    const groups = new Map<string, { partition: number; members: number[] }>();
+    for (const [index, { record }] of batch.entries()) {
+      const partition = partitionOf(record.key, partitions.get(record.topic)!);
+      const name = `${record.topic}\0${partition}`;
+      const group = groups.get(name);
+      if (group) group.members.push(index);
+      else groups.set(name, { partition, members: [index] });
+    }
+    await Promise.all(
+      [...groups.values()].map(async ({ partition, members }) => {
+        try {
+          await this.producer.send({ messages: members.map((index) => ({ ...batch[index]!.record, partition })) });
+        } catch (error) {
+          for (const index of members) outcomes[index] = error;
+        }
+      }),
+    );
+    return outcomes;
   }
 }
 

@@ -1,7 +1,7 @@
 // The cluster subset of `npm test` (issue 30): the chaos suite's kafka-leader fault on the local cluster (three brokers,
 // three Cassandra nodes; topics of three replicas, two in sync; keyspace of replication factor 3), under a steady load
-// of validations through the gateway. The suite starts the cluster itself (or reuses one that runs) and stops what it
-// started.
+// of validations through the gateway. The suite reuses the cluster the project started (test/support/cluster-setup.ts),
+// or starts one itself when run alone, and stops only what it started.
 import { spawn } from 'node:child_process';
 import { createWriteStream, readFileSync, rmSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
