@@ -6,6 +6,8 @@ import {
   ConsumerRunner,
   KAFKA_RETRY,
   OffsetTracker,
+  partitionOf,
+  Publisher,
   type ConsumedRecord,
   type ConsumerOptions,
   type Kafka,
@@ -804,5 +806,72 @@ describe('ConsumerRunner lanes with an overflow (a full lane parks its backlog)'
     await t.settle();
     expect(lanes.map((lane) => t.active(lane))).toEqual([1, 1, 1, 1, 1]);
     expect(lanes.map((lane) => parked.filter((key) => key === lane).length)).toEqual([5, 5, 5, 5, 5]);
+  });
+});
+
+describe('Publisher requests', () => {
+  /** A producer that knows two topics and records every send: `replicated` of three replicas, `single` of one. */
+  function fakeProducer(failPartition?: number) {
+    const sends: { topic: string; key: string; partition?: number }[][] = [];
+    const topic = (replicas: number) => ({
+      partitionsCount: 6,
+      partitions: Array.from({ length: 6 }, (_, leader) => ({
+        leader,
+        replicas: Array.from({ length: replicas }, (_, i) => i),
+      })),
+    });
+    const producer = {
+      metadata: async () => ({
+        topics: new Map([
+          ['replicated', topic(3)],
+          ['single', topic(1)],
+        ]),
+      }),
+      send: async ({ messages }: { messages: { topic: string; key: string; partition?: number }[] }) => {
+        sends.push(messages.map(({ topic, key, partition }) => ({ topic, key, partition })));
+        if (failPartition !== undefined && messages.some((message) => message.partition === failPartition)) {
+          throw new Error(`partition ${failPartition} refused`);
+        }
+      },
+    };
+    // The constructor is private: Publisher.connect() builds the real producer.
+    const publisher = new (Publisher as unknown as new (p: typeof producer) => Publisher)(producer);
+    return { publisher, sends };
+  }
+  const keys = Array.from({ length: 24 }, (_, i) => `key-${i}`);
+
+  it("sends a replicated topic's records one request per partition, each record with its key's partition", async () => {
+    const { publisher, sends } = fakeProducer();
+    await publisher.publish(keys.map((key) => ({ topic: 'replicated', key, value: null })));
+    const partitions = new Set(keys.map((key) => partitionOf(key, 6)));
+    expect(sends).toHaveLength(partitions.size);
+    for (const send of sends) {
+      expect(new Set(send.map((message) => message.partition)).size).toBe(1);
+      for (const message of send) expect(message.partition).toBe(partitionOf(message.key, 6));
+    }
+    expect(
+      sends
+        .flat()
+        .map((message) => message.key)
+        .sort(),
+    ).toEqual([...keys].sort());
+  });
+
+  it('sends the records of a topic of one replica in one request, partitioned by the client', async () => {
+    const { publisher, sends } = fakeProducer();
+    await publisher.publish(keys.map((key) => ({ topic: 'single', key, value: null })));
+    expect(sends).toHaveLength(1);
+    expect(sends[0]!.every((message) => message.partition === undefined)).toBe(true);
+  });
+
+  it('fails only the callers whose records were in the partition that failed', async () => {
+    const failing = partitionOf('key-0', 6);
+    const other = keys.find((key) => partitionOf(key, 6) !== failing)!;
+    const { publisher } = fakeProducer(failing);
+    const results = await Promise.allSettled([
+      publisher.publish([{ topic: 'replicated', key: 'key-0', value: null }]),
+      publisher.publish([{ topic: 'replicated', key: other, value: null }]),
+    ]);
+    expect(results.map((result) => result.status)).toEqual(['rejected', 'fulfilled']);
   });
 });

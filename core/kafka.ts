@@ -123,7 +123,10 @@ interface PublishCall {
   done: (error?: unknown) => void;
 }
 
-/** Publishes records with an idempotent producer and acks=all, batching concurrent calls into one request per partition. */
+/**
+ * Publishes records with an idempotent producer and acks=all, batching concurrent calls: one request in flight at a
+ * time, split per partition for replicated topics (sendByPartition).
+ */
 export class Publisher {
   private pending: { record: OutgoingRecord; call: PublishCall }[] = [];
   private sending: Promise<void> | undefined;
@@ -197,28 +200,36 @@ export class Publisher {
   }
 
   /**
-   * Sends the batch as one send per partition, at once, and gives each entry's failure (undefined: acknowledged).
-   * One send per partition because of how @platformatic/kafka retries: it groups a send's records by the broker leading
-   * their partitions when sent and, when that broker fails, sends the whole group again to the new leader of its first
-   * record's partition. When the partitions of a dead broker get different new leaders, that broker refuses the others
+   * Sends the batch and gives each entry's failure (undefined: acknowledged): the records of replicated topics as one
+   * send per partition, at once; those of topics of one replica together in one send. Why per partition: on a retry
+   * @platformatic/kafka sends the records it had grouped by their partitions' leader when sent to the new leader of the
+   * first record's partition. When a dead broker's partitions get different new leaders, that broker refuses the others
    * (NOT_LEADER_OR_FOLLOWER) at every try, for as long as the leaders stay: the router's publisher retried one request
    * for three minutes in a CI simulation (test/cluster/publisher-failover.test.ts shows it). A send of one partition
-   * always goes to that partition's leader.
+   * always goes to that partition's leader. A partition of one replica never changes leader, and a single send costs
+   * less (README, "One send per partition").
    */
   private async sendByPartition(batch: { record: OutgoingRecord }[]): Promise<unknown[]> {
     const outcomes: unknown[] = new Array(batch.length);
-    let partitions: Map<string, number>;
+    let topics: Map<string, { partitions: number; replicated: boolean }>;
     try {
-      const topics = [...new Set(batch.map(({ record }) => record.topic))];
-      const metadata = await this.producer.metadata({ topics });
-      partitions = new Map(topics.map((topic) => [topic, metadata.topics.get(topic)!.partitionsCount]));
+      const names = [...new Set(batch.map(({ record }) => record.topic))];
+      const metadata = await this.producer.metadata({ topics: names });
+      topics = new Map(
+        names.map((name) => {
+          const topic = metadata.topics.get(name)!;
+          const replicated = topic.partitions.some((partition) => partition.replicas.length > 1);
+          return [name, { partitions: topic.partitionsCount, replicated }];
+        }),
+      );
     } catch (error) {
       return outcomes.fill(error);
     }
-    const groups = new Map<string, { partition: number; members: number[] }>();
+    const groups = new Map<string, { partition?: number; members: number[] }>();
     for (const [index, { record }] of batch.entries()) {
-      const partition = partitionOf(record.key, partitions.get(record.topic)!);
-      const name = `${record.topic}\0${partition}`;
+      const topic = topics.get(record.topic)!;
+      const partition = topic.replicated ? partitionOf(record.key, topic.partitions) : undefined;
+      const name = partition === undefined ? '' : `${record.topic}\0${partition}`;
       const group = groups.get(name);
       if (group) group.members.push(index);
       else groups.set(name, { partition, members: [index] });
@@ -226,7 +237,12 @@ export class Publisher {
     await Promise.all(
       [...groups.values()].map(async ({ partition, members }) => {
         try {
-          await this.producer.send({ messages: members.map((index) => ({ ...batch[index]!.record, partition })) });
+          await this.producer.send({
+            messages: members.map((index) => ({
+              ...batch[index]!.record,
+              ...(partition === undefined ? {} : { partition }),
+            })),
+          });
         } catch (error) {
           for (const index of members) outcomes[index] = error;
         }
