@@ -16,6 +16,7 @@ export default defineConfig({
           include: [
             '{core,producer,router,dispatcher,api,infra}/**/*.test.ts',
             'test/bench/**/*.test.ts',
+            'test/chaos/**/*.test.ts',
             'sdk/**/*.test.ts',
           ],
           sequence: { groupOrder: 1 },

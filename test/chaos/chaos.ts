@@ -802,8 +802,8 @@ console.log(`
 Load: ${rate} validations/s through the gateway, each delivered to 2 Hmac subscriptions (${offered} deliveries/s offered);
 retries 1s,2s,4s; ${productionShape ? 'three dispatchers, two routers, two gateways behind a round-robin balancer' : 'two dispatchers, one router, one gateway'}, each supervised${cluster ? '; on the local cluster (3 brokers, 3 Cassandra nodes, replication factor 3)' : ''}.
 Recovery: from the fault's end until a 2 s window carries at least 80 % of the offered deliveries. API: validations
-sent from the fault's start until the faulty component was healthy again; call → receipt: from those answered 200 to
-each subscription's first receipt.
+sent from the fault's start until the faulty component was healthy again, each answer with its median and slowest time;
+call → receipt: from those answered 200 to each subscription's first receipt.
 
 | fault | delivered/expected | duplicates | time to recover | API during the fault | call → receipt during the fault | notes |
 |---|---|---|---|---|---|---|

@@ -164,7 +164,10 @@ export interface PhaseFigures {
   recoveryMs: number | undefined;
   /** ms from the fault's end until the last expected delivery arrived. */
   drainedMs: number | undefined;
-  /** API answers during the fault window with the slowest of each, e.g. "200×310 (≤ 2.1 s) 503×42 (≤ 1.2 s)". */
+  /**
+   * API answers during the fault window with the median and slowest of each, e.g. "200×310 (p50 0.1 s, ≤ 2.1 s)
+   * 503×42 (p50 0.2 s, ≤ 1.2 s)".
+   */
   api: string;
   apiMaxMs: number;
   /**
@@ -227,15 +230,20 @@ export function phaseFigures(
   const during = answers.filter(
     (answer) => answer.sentAt >= times.faultStart && answer.sentAt <= times.windowEnd && answer.outcome !== 'no-draft',
   );
-  const byOutcome = new Map<string, { count: number; slowestMs: number }>();
+  const byOutcome = new Map<string, number[]>();
   for (const answer of during) {
-    const seen = byOutcome.get(answer.outcome) ?? { count: 0, slowestMs: 0 };
-    byOutcome.set(answer.outcome, { count: seen.count + 1, slowestMs: Math.max(seen.slowestMs, answer.ms) });
+    const durations = byOutcome.get(answer.outcome) ?? [];
+    durations.push(answer.ms);
+    byOutcome.set(answer.outcome, durations);
   }
-  // Each outcome with its slowest answer: a 503 must come fast (no hang), whatever the 200s took.
+  // Each outcome with its median and slowest answer: a 503 must come fast (no hang), whatever the 200s took, and the
+  // median tells a few slow answers from all of them slow.
   const api = [...byOutcome.entries()]
     .sort(([a], [b]) => Number(isHttpStatus(b)) - Number(isHttpStatus(a)) || a.localeCompare(b))
-    .map(([outcome, { count, slowestMs }]) => `${outcome}×${count} (≤ ${(slowestMs / 1000).toFixed(1)} s)`)
+    .map(([outcome, durations]) => {
+      const secondsOf = (ms: number) => (ms / 1000).toFixed(1);
+      return `${outcome}×${durations.length} (p50 ${secondsOf(quantile(durations, 0.5))} s, ≤ ${secondsOf(Math.max(...durations))} s)`;
+    })
     .join(' ');
   return {
     confirmed: confirmed.length,
