@@ -135,8 +135,9 @@ export class Publisher {
 
   static async connect(kafka: KafkaClient): Promise<Publisher> {
     // At most one request per partition is in flight (an idempotent producer's sequence numbers ask for it), and
-    // everything queued meanwhile rides in the next. Idempotence needs unbounded retries: a send waits out a broker outage rather than
-    // giving up on a record. Keys are partitioned as Java's (and kafkajs') default partitioner does: partitionOf().
+    // everything queued meanwhile rides in the next. Idempotence needs unbounded retries: a send waits out a broker
+    // outage rather than giving up on a record. Keys are partitioned as Java's (and kafkajs') default partitioner does:
+    // partitionOf().
     const producer = new RecordProducer<string, Buffer | null, string, string>({
       clientId: kafka.clientId,
       bootstrapBrokers: kafka.brokers,
