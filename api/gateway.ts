@@ -1,5 +1,6 @@
 import swagger from '@fastify/swagger';
 import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { installRequestBudget } from '../core/budget.ts';
 import type { Logger } from '../core/log.ts';
 import { authPlugin, type IntegratorDirectory } from '../core/auth/fastify-auth.ts';
 import type { TokenVerifier } from '../core/auth/verifier.ts';
@@ -27,6 +28,11 @@ export interface GatewayDeps {
   console?: ConsoleOptions;
   /** What GET /ready checks: each dependency by name, answering whether it is usable now. */
   readiness: ReadinessCheck[];
+  /**
+   * How long one API request may wait for its dependencies in all (GATEWAY_DEPENDENCY_TIMEOUT), counted from its
+   * arrival: each Cassandra or Kafka call gets what is left, and a spent budget answers 503. Absent: no budget.
+   */
+  requestBudgetMs?: number;
 }
 
 /** One dependency of readiness; `ready` may also throw (not ready). */
@@ -54,6 +60,7 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
     clientErrorHandler,
   });
   installErrorHandler(app);
+  if (deps.requestBudgetMs !== undefined) installRequestBudget(app, deps.requestBudgetMs);
   await app.register(swagger, {
     openapi: {
       openapi: '3.0.3',

@@ -6,7 +6,8 @@ import type { Catalogue } from '../core/catalogue.ts';
 import type { Delivery, StoredEvent } from '../core/deliveries/delivery.ts';
 import type { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import { listDeliveries, type HistoryQuery } from './delivery-history.ts';
-import { ConflictError, DependencyUnavailableError, InvalidInputError, NotFoundError } from '../core/errors.ts';
+import { callTimeout, settleWithin } from '../core/budget.ts';
+import { ConflictError, InvalidInputError, NotFoundError } from '../core/errors.ts';
 import type { PageQuery } from '../core/http/paging.ts';
 import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import { queueReplays, replayable, replayRecord, sentEnvelope } from '../core/deliveries/replay.ts';
@@ -346,17 +347,10 @@ export function deliveryView(delivery: Delivery) {
 }
 
 /**
- * Waits for `work` at most `ms`, then answers DependencyUnavailableError. The work itself goes on: a replay Kafka takes
- * late is still sent (and its row is then written by the dispatcher's first attempt), never lost.
+ * Waits for `work` at most `ms` (less if the request's budget ends sooner), then answers DependencyUnavailableError.
+ * The work itself goes on: a replay Kafka takes late is still sent (and its row is then written by the dispatcher's
+ * first attempt), never lost.
  */
 async function withinTimeout<T>(work: Promise<T>, ms: number, dependency: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DependencyUnavailableError(dependency)), ms);
-  });
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return settleWithin(work, callTimeout(dependency, ms), dependency);
 }

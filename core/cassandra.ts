@@ -1,6 +1,7 @@
 // The only module that creates cassandra-driver clients; stores receive a client and prepare their statements.
 import { readdir, readFile } from 'node:fs/promises';
 import cassandra from 'cassandra-driver';
+import { budgetLeft, callTimeout, settleWithin } from './budget.ts';
 import type { Config } from './config.ts';
 import { InvalidInputError } from './errors.ts';
 import type { SendStatements } from './write-batcher.ts';
@@ -25,7 +26,8 @@ export function statementSender(db: CassandraClient): SendStatements {
 /**
  * A client bound to the configured keyspace (which must exist: run migrations first); `keyspace: null` connects
  * without one (to create it). `requestTimeoutMs` bounds each request (the API's is short, to answer 503 rather than
- * hang). A lost node is tried again every second or so (at most 5 s apart), so the client recovers without a restart.
+ * hang), and a request made within a budget (budget.ts: an API call's) waits at most what is left of it. A lost node
+ * is tried again every second or so (at most 5 s apart), so the client recovers without a restart.
  */
 export async function connectCassandra(
   config: Config,
@@ -42,6 +44,42 @@ export async function connectCassandra(
     pooling: { coreConnectionsPerHost: { [cassandra.types.distance.local]: 2 } },
   });
   await client.connect();
+  return withinBudgets(client, requestTimeoutMs);
+}
+
+/**
+ * Bounds each promise-style `execute` and `batch` made within a budget (an API request's: budget.ts) by what is left
+ * of it. The driver's `readTimeout` counts from the moment the request is written; the race also bounds getting a
+ * connection first (a pool opening to a node that is coming back), which it does not. Outside a budget (the services'
+ * background work) calls go through untouched, bounded by `requestTimeoutMs` alone.
+ */
+function withinBudgets(client: CassandraClient, requestTimeoutMs: number): CassandraClient {
+  const execute = client.execute.bind(client);
+  const batch = client.batch.bind(client);
+  const bounded = <T>(
+    options: cassandra.QueryOptions | undefined,
+    send: (options?: cassandra.QueryOptions) => Promise<T>,
+  ) => {
+    if (budgetLeft() === undefined) return send(options);
+    try {
+      const wait = callTimeout('Cassandra', options?.readTimeout ?? requestTimeoutMs);
+      return settleWithin(send({ ...options, readTimeout: wait }), wait, 'Cassandra');
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+  };
+  client.execute = ((query: string, params?: cassandra.ArrayOrObject, options?: cassandra.QueryOptions, ...rest) => {
+    if (rest.length > 0 || typeof params === 'function' || typeof options === 'function') {
+      return (execute as (...args: unknown[]) => unknown)(query, params, options, ...rest);
+    }
+    return bounded(options, (budgeted) => execute(query, params, budgeted));
+  }) as CassandraClient['execute'];
+  client.batch = ((queries: Parameters<CassandraClient['batch']>[0], options?: cassandra.QueryOptions, ...rest) => {
+    if (rest.length > 0 || typeof options === 'function') {
+      return (batch as (...args: unknown[]) => unknown)(queries, options, ...rest);
+    }
+    return bounded(options, (budgeted) => batch(queries, budgeted));
+  }) as CassandraClient['batch'];
   return client;
 }
 

@@ -1,9 +1,11 @@
 // A TCP proxy on 127.0.0.1 in front of a real server that can be frozen like a SIGSTOPped process: while frozen it
 // holds every byte in both directions (connections stay open, nothing answers); thawed, it delivers what it held.
+// Slowed, it holds each answer (server to client) that long before passing it on: a server that answers, but late.
 import net from 'node:net';
 
 export async function startTcpProxy(target: { host: string; port: number }) {
   let frozen = false;
+  let answerDelayMs = 0;
   const pumps: (() => void)[] = [];
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
@@ -15,19 +17,20 @@ export async function startTcpProxy(target: { host: string; port: number }) {
     }
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
-    const pipe = (from: net.Socket, to: net.Socket) => {
-      const held: Buffer[] = [];
+    const pipe = (from: net.Socket, to: net.Socket, delayed: boolean) => {
+      const held: { chunk: Buffer; due: number }[] = [];
       const flush = () => {
-        while (!frozen && held.length > 0) to.write(held.shift()!);
+        while (!frozen && held.length > 0 && held[0]!.due <= Date.now()) to.write(held.shift()!.chunk);
+        if (!frozen && held.length > 0) setTimeout(flush, held[0]!.due - Date.now());
       };
       pumps.push(flush);
       from.on('data', (chunk: Buffer) => {
-        held.push(chunk);
+        held.push({ chunk, due: Date.now() + (delayed ? answerDelayMs : 0) });
         flush();
       });
     };
-    pipe(client, upstream);
-    pipe(upstream, client);
+    pipe(client, upstream, false);
+    pipe(upstream, client, true);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as net.AddressInfo;
@@ -35,6 +38,10 @@ export async function startTcpProxy(target: { host: string; port: number }) {
     address: `127.0.0.1:${port}`,
     freeze: () => {
       frozen = true;
+    },
+    /** Holds each answer `ms` before passing it on (0: at once again). */
+    slow: (ms: number) => {
+      answerDelayMs = ms;
     },
     thaw: () => {
       frozen = false;

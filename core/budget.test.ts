@@ -1,0 +1,106 @@
+import fastify from 'fastify';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { budgetLeft, callTimeout, installRequestBudget, settleWithin, withinBudget } from './budget.ts';
+import { DependencyUnavailableError } from './errors.ts';
+
+describe('request budget', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('is absent outside any budget, so background work keeps its own bounds', () => {
+    expect(budgetLeft()).toBeUndefined();
+    expect(callTimeout('Cassandra', 1_500)).toBe(1_500);
+  });
+
+  it('shrinks as time passes, across awaits, and cuts each call to what is left', async () => {
+    vi.useFakeTimers({ now: 0 });
+    await withinBudget(1_000, async () => {
+      expect(budgetLeft()).toBe(1_000);
+      expect(callTimeout('Cassandra', 1_500)).toBe(1_000);
+      await vi.advanceTimersByTimeAsync(700);
+      expect(budgetLeft()).toBe(300);
+      expect(callTimeout('Cassandra', 1_500)).toBe(300);
+      expect(callTimeout('Cassandra', 100)).toBe(100);
+    });
+  });
+
+  it('throws DependencyUnavailableError naming the dependency once spent, without waiting', async () => {
+    vi.useFakeTimers({ now: 0 });
+    await withinBudget(50, async () => {
+      await vi.advanceTimersByTimeAsync(60);
+      expect(budgetLeft()).toBe(0);
+      expect(() => callTimeout('Kafka', 1_500)).toThrow(DependencyUnavailableError);
+      expect(() => callTimeout('Kafka', 1_500)).toThrow(/Kafka/);
+    });
+  });
+
+  it('lets an enclosing budget that ends sooner rule a nested one', () => {
+    vi.useFakeTimers({ now: 0 });
+    withinBudget(200, () => {
+      withinBudget(5_000, () => expect(budgetLeft()).toBe(200));
+      withinBudget(50, () => expect(budgetLeft()).toBe(50));
+    });
+  });
+
+  it('settles a call that outlasts its time with DependencyUnavailableError, and one in time with its result', async () => {
+    vi.useFakeTimers({ now: 0 });
+    let finishLate!: (value: string) => void;
+    const late = settleWithin(new Promise<string>((resolve) => (finishLate = resolve)), 100, 'Cassandra');
+    const outcome = late.then(
+      (value) => value,
+      (error: unknown) => error,
+    );
+    await vi.advanceTimersByTimeAsync(100);
+    finishLate('too late');
+    expect(await outcome).toBeInstanceOf(DependencyUnavailableError);
+    await expect(settleWithin(Promise.resolve('in time'), 100, 'Cassandra')).resolves.toBe('in time');
+    await expect(settleWithin(Promise.reject(new Error('refused')), 100, 'Cassandra')).rejects.toThrow('refused');
+  });
+
+  it('reaches the handlers of a fastify app, those with a parsed body too, counted from the arrival', async () => {
+    const app = fastify();
+    installRequestBudget(app, 5_000);
+    app.post('/with-body', async (request) => {
+      await sleep(1);
+      return { left: budgetLeft(), echoed: request.body };
+    });
+    app.get('/plain', async () => ({ left: budgetLeft() }));
+    const base = await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const posted = (await (
+        await fetch(`${base}/with-body`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ a: 1 }),
+        })
+      ).json()) as { left?: number; echoed: unknown };
+      const got = (await (await fetch(`${base}/plain`)).json()) as { left?: number };
+      for (const { left } of [posted, got]) {
+        expect(left).toBeGreaterThan(0);
+        expect(left).toBeLessThanOrEqual(5_000);
+      }
+      expect(posted.echoed).toEqual({ a: 1 });
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('answers calls made after the budget of a slow request is spent with DependencyUnavailableError', async () => {
+    const app = fastify();
+    installRequestBudget(app, 20);
+    app.get('/slow', async () => {
+      await sleep(40);
+      try {
+        callTimeout('Cassandra', 1_500);
+        return { refused: false };
+      } catch (error) {
+        return { refused: error instanceof DependencyUnavailableError };
+      }
+    });
+    const answer = await app.inject({ method: 'GET', url: '/slow' });
+    await app.close();
+    expect(answer.json()).toEqual({ refused: true });
+  });
+});

@@ -1,0 +1,56 @@
+// One time budget per API request (GATEWAY_DEPENDENCY_TIMEOUT), shared by every Cassandra and Kafka call the request
+// makes: a validation makes several Cassandra requests one after another, and a bound on each alone let a call take a
+// multiple of it (up to 9.8 s for a 503 when Cassandra lost its quorum, with 1.5 s per request).
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { FastifyInstance } from 'fastify';
+import { DependencyUnavailableError } from './errors.ts';
+
+const deadlines = new AsyncLocalStorage<number>();
+
+/** Runs `work` with `ms` to spend on dependencies, counted from now; an enclosing budget that ends sooner still rules. */
+export function withinBudget<T>(ms: number, work: () => T): T {
+  const deadline = Date.now() + ms;
+  const enclosing = deadlines.getStore();
+  return deadlines.run(enclosing === undefined ? deadline : Math.min(enclosing, deadline), work);
+}
+
+/** What is left of the current budget in ms (0 once spent), or undefined outside any budget (background work). */
+export function budgetLeft(): number | undefined {
+  const deadline = deadlines.getStore();
+  return deadline === undefined ? undefined : Math.max(0, deadline - Date.now());
+}
+
+/**
+ * How long a call to `dependency` may wait: its own bound, cut to what is left of the budget. A spent budget throws
+ * DependencyUnavailableError (the API answers 503) without calling at all.
+ */
+export function callTimeout(dependency: string, ownBoundMs: number): number {
+  const left = budgetLeft();
+  if (left === undefined) return ownBoundMs;
+  if (left === 0) throw new DependencyUnavailableError(dependency);
+  return Math.min(ownBoundMs, left);
+}
+
+/**
+ * `work`, or DependencyUnavailableError naming `dependency` once `ms` have passed, whichever comes first. The work
+ * itself goes on (a write may still apply): the caller's 503 says the outcome is not known.
+ */
+export async function settleWithin<T>(work: Promise<T>, ms: number, dependency: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DependencyUnavailableError(dependency)), ms);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Gives every request of `app` a budget of `ms` counted from its arrival. The callback-style preHandler calls the rest
+ * (later hooks, then the handler) inside `done`, so whatever they await carries it.
+ */
+export function installRequestBudget(app: FastifyInstance, ms: number): void {
+  app.addHook('preHandler', (_request, reply, done) => withinBudget(ms - reply.elapsedTime, done));
+}
