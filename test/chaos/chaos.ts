@@ -23,6 +23,12 @@
  *   cassandra-kill     kill -9 of one Cassandra node, restarted --cassandra-down s later
  *   kafka-roll         a rolling restart of the three brokers (SIGTERM, start, every partition fully in sync again)
  *   cassandra-roll     a rolling restart of the three Cassandra nodes (nodetool drain, SIGTERM, start, all up again)
+ *   services-roll      a rolling restart of the services, one at a time (SIGTERM; needs the production shape)
+ *   kafka-partition    the broker leading most partitions of the deliveries topic cut off from the two others for
+ *                      --partition s while its process runs (network-cut.ts; the services still reach it), then healed
+ *   cassandra-partition one Cassandra node cut off from the two others for --partition s, then healed
+ *   cassandra-quorum   kill -9 of two of the three Cassandra nodes, restarted --cassandra-down s later
+ *   kafka-quorum       kill -9 of two of the three brokers, restarted --broker-down s later
  * The servers are shared: whatever is killed or frozen is restored in a finally and on SIGINT/SIGTERM.
  * Prints one Markdown table row per fault: delivered/expected, duplicates, time to recover, API answers during it.
  * --json F also writes the rows to F. Exits 1 when a delivery was lost, a fault could not be run or the suite failed.
@@ -47,14 +53,18 @@ import {
   CLUSTER_SERVICE_ENV,
   CLUSTER_SIZE,
   activeController,
+  cassandraHost,
   clusterNodeList,
+  kafkaHost,
   nodetool,
 } from '../../infra/servers/cluster.ts';
 import { Tools } from '../../infra/servers/download.ts';
 import { topicNames } from '../../core/topics.ts';
 import type { Supervisor } from '../../infra/supervisor.ts';
 import { GatewayPool, Receivers, phaseFigures, steadyLoad, type PhaseFigures, type PhaseTimes } from './load.ts';
+import { cannotCut, droppedPackets } from './network-cut.ts';
 import {
+  cutServer,
   freezeServer,
   installSignalHandlers,
   killServer,
@@ -74,6 +84,8 @@ const CLUSTER_FAULTS = [
   'kafka-roll',
   'cassandra-roll',
   'services-roll',
+  'kafka-partition',
+  'cassandra-partition',
   'cassandra-quorum',
   'kafka-quorum',
 ] as const;
@@ -90,6 +102,7 @@ const { values } = parseArgs({
     'broker-down': { type: 'string', default: '30' },
     'cassandra-freeze': { type: 'string' },
     'cassandra-down': { type: 'string', default: '30' },
+    partition: { type: 'string', default: '30' },
     'registry-down': { type: 'string', default: '5' },
     json: { type: 'string' },
   },
@@ -117,6 +130,7 @@ const brokerDownMs = Number(values['broker-down']) * 1000;
 const cassandraFreezeMs = Number(values['cassandra-freeze'] ?? (cluster ? '60' : '20')) * 1000;
 const cassandraDownMs = Number(values['cassandra-down']) * 1000;
 const registryDownMs = Number(values['registry-down']) * 1000;
+const partitionMs = Number(values.partition) * 1000;
 /** The fault starts this long into the load, and the load goes on at least this long after it ended. */
 const BEFORE_MS = Math.min(8_000, loadMs / 2);
 const AFTER_MS = 10_000;
@@ -478,6 +492,60 @@ try {
     }
   };
 
+  /**
+   * Cuts node `index` of kind `name` off from the two others for --partition s while every process runs, heals the
+   * cut, then waits until `whole` says the cluster is whole again.
+   */
+  const cutAndHeal = async (
+    name: 'kafka' | 'cassandra',
+    index: number,
+    whole: () => Promise<boolean>,
+    mark: Marks,
+  ): Promise<string> => {
+    const node = async (i: number) => {
+      const id = `cluster/${name}-${i}`;
+      const pid = await serverPid(root, name, id);
+      if (typeof pid === 'string') throw new Error(pid);
+      return { id, pid, host: name === 'kafka' ? kafkaHost(i) : cassandraHost(i) };
+    };
+    const victim = await node(index);
+    const peers = await Promise.all(
+      Array.from({ length: CLUSTER_SIZE }, (_, i) => i + 1)
+        .filter((i) => i !== index)
+        .map(node),
+    );
+    const role = name === 'kafka' && activeController(root) === index ? ', the active controller,' : '';
+    say(
+      `cut ${victim.id} (${victim.host}, pid ${victim.pid})${role} off from ${peers.map((peer) => peer.id).join(' and ')} ` +
+        `for ${seconds(partitionMs)}; the services still reach it`,
+    );
+    let dropped: number | undefined;
+    try {
+      cutServer(path.join(root, 'run'), victim, peers);
+      await sleep(partitionMs);
+      dropped = droppedPackets();
+    } finally {
+      await restore(victim.id);
+    }
+    mark.end();
+    say(`healed the cut of ${victim.id}: ${dropped ?? '?'} packets between it and its peers dropped`);
+    const deadline = Date.now() + 180_000;
+    while (!(await whole().catch(() => false))) {
+      if (Date.now() > deadline)
+        throw new Error(`the cut of ${victim.id} was healed, but the cluster was not whole within 180 s`);
+      await sleep(1_000);
+    }
+    mark.back();
+    return (
+      `${victim.id}${role} cut off from ${peers.map((peer) => peer.id).join(' and ')} ${seconds(partitionMs)} ` +
+      `(${dropped ?? '?'} packets dropped), whole again ${seconds(Date.now() - mark.faultEnd())} after the heal`
+    );
+  };
+  /** Whether Cassandra node `index` sees all three nodes up and normal (nodetool status: UN). */
+  const seesAllUp = async (tools: Tools, index: number) =>
+    (await nodetool(root, tools, index, ['status'])).split('\n').filter((line) => line.startsWith('UN ')).length ===
+    CLUSTER_SIZE;
+
   interface Marks {
     end(): void;
     back(): void;
@@ -574,6 +642,20 @@ try {
         mark.end();
         mark.back();
         return `rolled one at a time, SIGTERM to ready: ${steps.join(', ')}`;
+      },
+    },
+    'kafka-partition': {
+      plannedMs: BEFORE_MS + partitionMs + 60_000 + AFTER_MS,
+      cannot: async () => (cluster ? cannotCut(path.join(root, 'run')) : 'needs --cluster'),
+      run: async (mark) =>
+        cutAndHeal('kafka', await deliveriesLeader(), async () => (await underReplicated()) === 0, mark),
+    },
+    'cassandra-partition': {
+      plannedMs: BEFORE_MS + partitionMs + 60_000 + AFTER_MS,
+      cannot: async () => (cluster ? cannotCut(path.join(root, 'run')) : 'needs --cluster'),
+      run: (mark) => {
+        const tools = new Tools(say);
+        return cutAndHeal('cassandra', 2, () => seesAllUp(tools, 2), mark);
       },
     },
     'cassandra-quorum': {

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { ensureServers, type ServerName } from '../../infra/servers.ts';
 import { livePid } from '../../infra/servers/process.ts';
 import { pathsFor } from '../../infra/servers/server-def.ts';
+import { cutOff, type CutNode } from './network-cut.ts';
 
 const ENV_VARS: Record<ServerName, string> = {
   kafka: 'KAFKA_BROKERS',
@@ -88,6 +89,12 @@ export function freezeServer(name: string, pid: number): void {
   const thaw = () => signal(pid, 'SIGCONT', false);
   pending.set(name, { what: `SIGCONT ${name} (pid ${pid})`, sync: thaw, run: async () => thaw() });
   signal(pid, 'SIGSTOP', false);
+}
+
+/** Cuts `node` off from `peers` (network-cut.ts: both ways; the services still reach it); the undo heals the cut. */
+export function cutServer(runDir: string, node: CutNode, peers: CutNode[]): void {
+  const heal = cutOff(runDir, node, peers);
+  pending.set(node.id, { what: `heal the cut of ${node.id}`, sync: heal, run: async () => heal() });
 }
 
 /** Undoes the fault on `name` if one is pending (idempotent). */
