@@ -108,7 +108,7 @@ export async function startGateway(
     replayJobs,
     purchase: purchase ? { store: purchase.store } : undefined,
     readiness,
-    requestBudgetMs: config.gateway.dependencyTimeoutMs,
+    requestBudgetMs: config.gateway.requestBudgetMs,
     // The operator console calls the webhook API; its sign-in goes to the identity provider through the gateway.
     console: apis.webhook
       ? { root: CONSOLE_ROOT, tokenUrl: `${config.auth.url}/oauth/token`, audience: config.auth.audience }

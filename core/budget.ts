@@ -14,6 +14,15 @@ export function withinBudget<T>(ms: number, work: () => T): T {
   return deadlines.run(enclosing === undefined ? deadline : Math.min(enclosing, deadline), work);
 }
 
+/**
+ * Runs `work` outside any budget: for work a request starts but does not wait for, or shares with other requests
+ * (publishing an outbox row once the answer is sent, a batch of several requests' writes), which must not fail when
+ * the request that happened to start it runs out of time.
+ */
+export function outsideBudget<T>(work: () => T): T {
+  return deadlines.exit(work);
+}
+
 /** What is left of the current budget in ms (0 once spent), or undefined outside any budget (background work). */
 export function budgetLeft(): number | undefined {
   const deadline = deadlines.getStore();

@@ -67,6 +67,8 @@ describe('loadConfig defaults (DESIGN §4, §5, §9)', () => {
     expect(config.router.maxInFlight).toBe(200);
     expect(config.gateway.dependencyTimeoutMs).toBe(1_500);
     expect(loadConfig({ GATEWAY_DEPENDENCY_TIMEOUT: '2s' }).gateway.dependencyTimeoutMs).toBe(2_000);
+    expect(config.gateway.requestBudgetMs).toBe(10_000);
+    expect(loadConfig({ GATEWAY_REQUEST_BUDGET: '3s' }).gateway.requestBudgetMs).toBe(3_000);
     expect(loadConfig({ ROUTER_MAX_IN_FLIGHT: '250' }).router.maxInFlight).toBe(250);
   });
 
@@ -287,6 +289,7 @@ describe('loadConfig rejects bad values with a ConfigError naming the variable',
     ['DISPATCHER_FETCH_BYTES', '512'],
     ['DISPATCHER_FETCH_BYTES', '128KB'],
     ['GATEWAY_DEPENDENCY_TIMEOUT', 'soon'],
+    ['GATEWAY_REQUEST_BUDGET', 'later'],
     ['ROUTER_MAX_IN_FLIGHT', 'lots'],
     ['DISPATCHER_MAX_IN_FLIGHT_PER_SUBSCRIPTION', '1.0e1'],
     ['DISPATCHER_CONNECTIONS_PER_ORIGIN', '0'],

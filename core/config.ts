@@ -41,8 +41,10 @@ export interface Config {
     readonly baseUrl: string;
     readonly host: string;
     readonly port: number;
-    /** How long an API request waits for Cassandra or Kafka before it answers 503 with Retry-After. */
+    /** How long an API request waits for one Cassandra or Kafka call before it answers 503 with Retry-After. */
     readonly dependencyTimeoutMs: number;
+    /** How long an API request waits for its Cassandra and Kafka calls in all (budget.ts) before it answers 503. */
+    readonly requestBudgetMs: number;
   };
   readonly auth: {
     readonly url: string;
@@ -173,6 +175,7 @@ export function loadConfig(env: Env = process.env): Config {
       host: read.string('GATEWAY_HOST', '127.0.0.1'),
       port: read.integer('GATEWAY_PORT', Number(gatewayUrl.port || 80), 0, 65535),
       dependencyTimeoutMs: read.duration('GATEWAY_DEPENDENCY_TIMEOUT', '1500ms'),
+      requestBudgetMs: read.duration('GATEWAY_REQUEST_BUDGET', '10s'),
     },
     auth: {
       url: authUrl.replace(/\/$/, ''),

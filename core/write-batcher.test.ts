@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { budgetLeft, withinBudget } from './budget.ts';
 import { WriteBatcher, type WriteBatcherOptions, type WriteStatement } from './write-batcher.ts';
 
 const row = (name: string, size = 1): WriteStatement => ({ query: `INSERT ${name}`, params: ['x'.repeat(size)] });
@@ -31,6 +32,18 @@ describe('write batcher', () => {
     const batcher = new WriteBatcher(cassandra.send, { maxStatements: 64, maxBytes: 24_000, maxInFlight: 4 });
     await batcher.write([row('a1'), row('a2')]);
     expect(cassandra.requests).toEqual([['INSERT a1', 'INSERT a2']]);
+  });
+
+  it("sends a request outside the budget of the API request whose write started it (it carries others' too)", async () => {
+    const budgets: (number | undefined)[] = [];
+    const batcher = new WriteBatcher(
+      async () => {
+        budgets.push(budgetLeft());
+      },
+      { maxStatements: 64, maxBytes: 24_000, maxInFlight: 4 },
+    );
+    await withinBudget(0, () => Promise.all([batcher.write([row('a')]), batcher.write([row('b')])]));
+    expect(budgets).toEqual([undefined]);
   });
 
   it('writes made in one turn of the event loop share one request', async () => {

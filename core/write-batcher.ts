@@ -1,3 +1,5 @@
+import { outsideBudget } from './budget.ts';
+
 /** One CQL write with its values. Its write time and TTL are in its own text (USING TTL … AND TIMESTAMP ?), not in the
  * request's options, so it can share a batch with writes stamped differently. */
 export interface WriteStatement {
@@ -82,11 +84,14 @@ export class WriteBatcher {
     const linger = this.options.lingerMs ?? 0;
     // Idle: linger for company if asked to. Otherwise one turn of the event loop lets writes made by the same burst of
     // callbacks share the request (and while requests are in flight, writes gather in the queue anyway).
-    if (fresh && linger > 0 && this.inFlight === 0 && this.queuedStatements < this.options.maxStatements) {
-      this.lingering = setTimeout(run, linger);
-    } else {
-      setImmediate(run);
-    }
+    // A batch carries writes of several callers (API requests among them): none's budget (budget.ts) bounds it.
+    outsideBudget(() => {
+      if (fresh && linger > 0 && this.inFlight === 0 && this.queuedStatements < this.options.maxStatements) {
+        this.lingering = setTimeout(run, linger);
+      } else {
+        setImmediate(run);
+      }
+    });
   }
 
   private flush(): void {

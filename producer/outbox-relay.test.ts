@@ -1,6 +1,7 @@
 // The outbox relay's sweep against an in-memory store whose Cassandra requests can fail: one failed request costs the
 // order (or bucket) it was for, never the rest of the pass.
 import { describe, expect, it } from 'vitest';
+import { budgetLeft, withinBudget } from '../core/budget.ts';
 import { createLogger } from '../core/log.ts';
 import { OutboxRelay } from './outbox-relay.ts';
 import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts';
@@ -103,5 +104,33 @@ describe('OutboxRelay sweep', () => {
     failing.clear();
     await sweeper.pass();
     expect(published.sort()).toEqual(['a', 'b', 'c']);
+  });
+});
+
+describe('OutboxRelay nudge', () => {
+  it('publishes outside the budget of the API request that committed the row, which does not wait for it', async () => {
+    const { store } = memoryStore(new Map([[CURRENT, ['o1']]]), new Set());
+    const budgets: (number | undefined)[] = [];
+    const outbox = new OutboxRelay(
+      store,
+      async () => {
+        budgets.push(budgetLeft());
+      },
+      createLogger('test', 'silent'),
+      {
+        name: 'test',
+        intervalMs: 100,
+        lookbackMinutes: 5,
+        settleMs: 1_000,
+        concurrency: 4,
+        window: 100,
+        windowBytes: 1 << 20,
+        now: () => NOW,
+      },
+    );
+    // The request's budget is spent by the time the publication runs: inside it, the publication would be refused.
+    withinBudget(0, () => outbox.nudge(row('o1')));
+    await outbox.idle();
+    expect(budgets).toEqual([undefined]);
   });
 });

@@ -1,5 +1,6 @@
 import type { Logger } from '../core/log.ts';
 import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts';
+import { outsideBudget } from '../core/budget.ts';
 
 /**
  * Publishes one outbox row; resolves only once the broker acknowledged it (acks=all). `mayBeDuplicate` marks a row
@@ -113,7 +114,8 @@ export class OutboxRelay {
    * comes). A failure leaves them to the sweep.
    */
   nudge(row: OutboxRow): void {
-    this.nudgeOrder(row.tenantId, row.orderId, row);
+    // Called within the committing API request, whose answer does not wait for it.
+    outsideBudget(() => this.nudgeOrder(row.tenantId, row.orderId, row));
   }
 
   private nudgeOrder(tenantId: string, orderId: string, committed?: OutboxRow): void {

@@ -1,5 +1,6 @@
 import { types, type CassandraClient } from '../core/cassandra.ts';
 import { isCasTimeout } from './cas.ts';
+import { outsideBudget } from '../core/budget.ts';
 
 /** Largest block of references a process leases at once: at most this many are left unused by a crash. */
 export const MAX_LEASE = 100;
@@ -50,7 +51,8 @@ export class ReferenceLeases {
     if (value !== undefined) return Promise.resolve(value);
     return new Promise((resolve, reject) => {
       lease.waiting.push({ resolve, reject });
-      if (!lease.leasing) void this.serve(tenantId, lease);
+      // Served for every request waiting on the tenant, not only the one that found the block used up.
+      if (!lease.leasing) void outsideBudget(() => this.serve(tenantId, lease));
     });
   }
 
