@@ -53,10 +53,10 @@ function memoryStore(pointers: Map<number, string[]>, failing: Set<string>) {
   return { store: store as unknown as PurchaseStore, progress: () => progress };
 }
 
-function relay(store: PurchaseStore, published: string[]) {
+function relay(store: PurchaseStore, published: string[], publish?: () => Promise<void>) {
   return new OutboxRelay(
     store,
-    async (published_: OutboxRow) => void published.push(published_.orderId),
+    publish ?? (async (published_: OutboxRow) => void published.push(published_.orderId)),
     createLogger('test', 'silent'),
     {
       name: 'test',
@@ -111,23 +111,9 @@ describe('OutboxRelay nudge', () => {
   it('publishes outside the budget of the API request that committed the row, which does not wait for it', async () => {
     const { store } = memoryStore(new Map([[CURRENT, ['o1']]]), new Set());
     const budgets: (number | undefined)[] = [];
-    const outbox = new OutboxRelay(
-      store,
-      async () => {
-        budgets.push(budgetLeft());
-      },
-      createLogger('test', 'silent'),
-      {
-        name: 'test',
-        intervalMs: 100,
-        lookbackMinutes: 5,
-        settleMs: 1_000,
-        concurrency: 4,
-        window: 100,
-        windowBytes: 1 << 20,
-        now: () => NOW,
-      },
-    );
+    const outbox = relay(store, [], async () => {
+      budgets.push(budgetLeft());
+    });
     // The request's budget is spent by the time the publication runs: inside it, the publication would be refused.
     withinBudget(0, () => outbox.nudge(row('o1')));
     await outbox.idle();
