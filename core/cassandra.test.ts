@@ -1,6 +1,6 @@
 import cassandra from 'cassandra-driver';
 import { describe, expect, it } from 'vitest';
-import { isUnreachable } from './cassandra.ts';
+import { isIdempotentQuery, isUnreachable } from './cassandra.ts';
 
 const { errors, types } = cassandra;
 const codes = types.responseErrorCodes;
@@ -35,5 +35,29 @@ describe('isUnreachable: which driver errors the API answers with 503 (retry lat
     ['not an error', undefined],
   ])('%s: not unreachable', (_name, error) => {
     expect(isUnreachable(error)).toBe(false);
+  });
+});
+
+describe('isIdempotentQuery: which statements the driver may send to a second coordinator or retry elsewhere', () => {
+  it.each([
+    'SELECT dto, body_id, version FROM purchase_orders WHERE tenant_id = ? AND id = ? LIMIT 1',
+    'INSERT INTO outbox_pointers (bucket, tenant_id, order_id) VALUES (?, ?, ?)',
+    'UPDATE purchase_orders SET published = true WHERE tenant_id = ? AND id = ? AND outbox_id = ?',
+    'INSERT INTO attempts (tenant_id, id) VALUES (?, ?) USING TTL 2592000 AND TIMESTAMP ?',
+    'DELETE FROM purchase_order_bodies WHERE tenant_id = ? AND order_id = ? AND body_id = ?',
+    'SELECT notify_url FROM subscriptions WHERE tenant_id = ?',
+  ])('idempotent: %s', (query) => {
+    expect(isIdempotentQuery(query)).toBe(true);
+  });
+
+  it.each([
+    'UPDATE purchase_orders SET status = ?, version = ? WHERE tenant_id = ? AND id = ? IF version = ?',
+    'INSERT INTO reference_sequences (tenant_id, last_value) VALUES (?, ?) IF NOT EXISTS',
+    'update leases set owner = ? where id = ? if exists',
+    'UPDATE replay_job_outcomes SET delivered = delivered + 1 WHERE tenant_id = ? AND job_id = ?',
+    'UPDATE jobs SET failed=failed-1 WHERE id = ?',
+    'UPDATE orders SET tags = ? + tags WHERE id = ?',
+  ])('not idempotent: %s', (query) => {
+    expect(isIdempotentQuery(query)).toBe(false);
   });
 });

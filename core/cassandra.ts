@@ -40,22 +40,56 @@ export async function connectCassandra(
     keyspace: keyspace ?? undefined,
     queryOptions: { consistency: cassandra.types.consistencies.localQuorum, prepare: true },
     socketOptions: { readTimeout: requestTimeoutMs, connectTimeout: Math.min(10_000, requestTimeoutMs) },
-    policies: { reconnection: new cassandra.policies.reconnection.ExponentialReconnectionPolicy(500, 5_000, false) },
+    policies: {
+      reconnection: new cassandra.policies.reconnection.ExponentialReconnectionPolicy(500, 5_000, false),
+      // A node that hangs (frozen, or cut off from its peers and waiting for them) holds every request it coordinates
+      // until it times out: an idempotent one is sent to a second coordinator after SPECULATE_AFTER_MS.
+      speculativeExecution: new cassandra.policies.speculativeExecution.ConstantSpeculativeExecutionPolicy(
+        SPECULATE_AFTER_MS,
+        1,
+      ),
+    },
     pooling: { coreConnectionsPerHost: { [cassandra.types.distance.local]: 2 } },
   });
   await client.connect();
-  return withinBudgets(client, requestTimeoutMs);
+  return withCallPolicies(client, requestTimeoutMs);
+}
+
+/** How long a coordinator may take on an idempotent request before a second one is asked too. */
+const SPECULATE_AFTER_MS = 500;
+
+/**
+ * Whether running `query` twice does what running it once does, so that the driver may ask a second coordinator
+ * (speculative execution) or retry it elsewhere after a timeout: reads, and writes that set values (with the client's
+ * write time, the same for every execution). Not a conditional write (IF …: a lightweight transaction), a counter's
+ * or a collection's increment (`x = x + …`).
+ */
+export function isIdempotentQuery(query: string): boolean {
+  return !/\bIF\b/i.test(query) && !/\b(\w+)\s*=\s*\1\s*[+-]|=\s*\?\s*\+/i.test(query);
 }
 
 /**
- * Bounds each promise-style `execute` and `batch` made within a budget (an API request's: budget.ts) by what is left
+ * Marks each promise-style `execute` and `batch` idempotent or not (isIdempotentQuery) unless the caller said, and
+ * bounds each one made within a budget (an API request's: budget.ts) by what is left
  * of it. The driver's `readTimeout` counts from the moment the request is written; the race also bounds getting a
  * connection first (a pool opening to a node that is coming back), which it does not. Outside a budget (the services'
  * background work) calls go through untouched, bounded by `requestTimeoutMs` alone.
  */
-function withinBudgets(client: CassandraClient, requestTimeoutMs: number): CassandraClient {
+function withCallPolicies(client: CassandraClient, requestTimeoutMs: number): CassandraClient {
   const execute = client.execute.bind(client);
   const batch = client.batch.bind(client);
+  // Our statements are a few hundred constant texts at most: each is judged once.
+  const judged = new Map<string, boolean>();
+  const judge = (query: string) => {
+    let verdict = judged.get(query);
+    if (verdict === undefined) {
+      verdict = isIdempotentQuery(query);
+      if (judged.size < 10_000) judged.set(query, verdict);
+    }
+    return verdict;
+  };
+  const idempotent = (options: cassandra.QueryOptions | undefined, queries: string[]) =>
+    options?.isIdempotent !== undefined ? options : { ...options, isIdempotent: queries.every(judge) };
   const bounded = <T>(
     options: cassandra.QueryOptions | undefined,
     send: (options?: cassandra.QueryOptions) => Promise<T>,
@@ -72,13 +106,14 @@ function withinBudgets(client: CassandraClient, requestTimeoutMs: number): Cassa
     if (rest.length > 0 || typeof params === 'function' || typeof options === 'function') {
       return (execute as (...args: unknown[]) => unknown)(query, params, options, ...rest);
     }
-    return bounded(options, (budgeted) => execute(query, params, budgeted));
+    return bounded(idempotent(options, [query]), (budgeted) => execute(query, params, budgeted));
   }) as CassandraClient['execute'];
   client.batch = ((queries: Parameters<CassandraClient['batch']>[0], options?: cassandra.QueryOptions, ...rest) => {
     if (rest.length > 0 || typeof options === 'function') {
       return (batch as (...args: unknown[]) => unknown)(queries, options, ...rest);
     }
-    return bounded(options, (budgeted) => batch(queries, budgeted));
+    const texts = queries.map((entry) => (typeof entry === 'string' ? entry : entry.query));
+    return bounded(idempotent(options, texts), (budgeted) => batch(queries, budgeted));
   }) as CassandraClient['batch'];
   return client;
 }
