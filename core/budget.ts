@@ -1,6 +1,6 @@
-// One time budget per API request (GATEWAY_DEPENDENCY_TIMEOUT), shared by every Cassandra and Kafka call the request
-// makes: a validation makes several Cassandra requests one after another, and a bound on each alone let a call take a
-// multiple of it (up to 9.8 s for a 503 when Cassandra lost its quorum, with 1.5 s per request).
+// One time budget per API request (GATEWAY_REQUEST_BUDGET), shared by every Cassandra and Kafka call the request
+// makes, each of which also has its own bound (GATEWAY_DEPENDENCY_TIMEOUT): a validation makes several Cassandra
+// requests one after another, and a bound on each alone let a call wait a multiple of it.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { FastifyInstance } from 'fastify';
 import { DependencyUnavailableError } from './errors.ts';

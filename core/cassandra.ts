@@ -70,10 +70,10 @@ export function isIdempotentQuery(query: string): boolean {
 
 /**
  * Marks each promise-style `execute` and `batch` idempotent or not (isIdempotentQuery) unless the caller said, and
- * bounds each one made within a budget (an API request's: budget.ts) by what is left
- * of it. The driver's `readTimeout` counts from the moment the request is written; the race also bounds getting a
- * connection first (a pool opening to a node that is coming back), which it does not. Outside a budget (the services'
- * background work) calls go through untouched, bounded by `requestTimeoutMs` alone.
+ * bounds each one made within a budget (an API request's: budget.ts) by what is left of it. The driver's
+ * `readTimeout` counts from the moment the request is written; the race also bounds getting a connection first (a
+ * pool opening to a node that is coming back), which it does not. Outside a budget (the services' background work) a
+ * call is bounded by `requestTimeoutMs` alone.
  */
 function withCallPolicies(client: CassandraClient, requestTimeoutMs: number): CassandraClient {
   const execute = client.execute.bind(client);
