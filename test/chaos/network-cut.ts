@@ -34,23 +34,33 @@ export function cannotCut(runDir: string): string | undefined {
   if (process.getuid?.() !== 0) return 'needs root (iptables and a net_cls cgroup)';
   try {
     iptables('-S', 'OUTPUT');
-    netClsRoot(runDir);
+    netClsRoot(runDir).release();
     return undefined;
   } catch (error) {
     return `cannot cut a node off here: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`;
   }
 }
 
-/** The net_cls hierarchy's mount point: the machine's, or one mounted under `runDir`. */
-function netClsRoot(runDir: string): string {
+/**
+ * The net_cls hierarchy's mount point: the machine's, or one mounted under `runDir`, which `release` unmounts (a
+ * mount left there would make `rm -rf .local` fail) once no cgroup of ours is left in it.
+ */
+function netClsRoot(runDir: string): { root: string; release: () => void } {
+  const own = path.join(runDir, 'net_cls');
+  const release = () => {
+    if (!fs.readFileSync('/proc/mounts', 'utf8').includes(` ${own} cgroup `)) return;
+    const groups = fs.readdirSync(own, { withFileTypes: true }).filter((entry) => entry.isDirectory());
+    if (groups.length > 0) return;
+    execFileSync('umount', [own]);
+    fs.rmdirSync(own);
+  };
   for (const line of fs.readFileSync('/proc/mounts', 'utf8').split('\n')) {
     const [, mountPoint, type, options] = line.split(' ');
-    if (type === 'cgroup' && options?.split(',').includes('net_cls')) return mountPoint!;
+    if (type === 'cgroup' && options?.split(',').includes('net_cls')) return { root: mountPoint!, release };
   }
-  const own = path.join(runDir, 'net_cls');
   fs.mkdirSync(own, { recursive: true });
   execFileSync('mount', ['-t', 'cgroup', '-o', 'net_cls', 'net_cls', own]);
-  return own;
+  return { root: own, release };
 }
 
 function enter(root: string, group: string, classid: number, pids: number[]): void {
@@ -71,7 +81,7 @@ const groupsOf = (scope: CutScope) => ({
  * node. Returns the undo, which is idempotent and synchronous.
  */
 export function cutOff(runDir: string, node: CutNode, peers: CutNode[], scope: CutScope = 'chaos'): () => void {
-  const root = netClsRoot(runDir);
+  const { root, release } = netClsRoot(runDir);
   const { chain, cut, peers: peersClassid } = SCOPES[scope];
   const groups = groupsOf(scope);
   heal(root, scope); // a cut left by a run that was killed
@@ -91,9 +101,13 @@ export function cutOff(runDir: string, node: CutNode, peers: CutNode[], scope: C
     iptables('-I', 'OUTPUT', '1', '-j', chain);
   } catch (error) {
     heal(root, scope);
+    release();
     throw error;
   }
-  return () => heal(root, scope);
+  return () => {
+    heal(root, scope);
+    release();
+  };
 }
 
 /** Removes the rules and puts every process of the two cgroups back in the hierarchy's root. */
