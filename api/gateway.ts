@@ -29,7 +29,7 @@ export interface GatewayDeps {
   /** What GET /ready checks: each dependency by name, answering whether it is usable now. */
   readiness: ReadinessCheck[];
   /**
-   * How long one API request may wait for its dependencies in all (GATEWAY_DEPENDENCY_TIMEOUT), counted from its
+   * How long one API request may wait for its dependencies in all (GATEWAY_REQUEST_BUDGET), counted from its
    * arrival: each Cassandra or Kafka call gets what is left, and a spent budget answers 503. Absent: no budget.
    */
   requestBudgetMs?: number;

@@ -15,7 +15,9 @@ export const { types } = cassandra;
  * stamping the batch, which Cassandra would refuse beside the statements' own.
  */
 export function statementSender(db: CassandraClient): SendStatements {
-  const noTimestamp = { prepare: true, timestamp: null as unknown as number };
+  // Our stamped writes set cells or add to a map, never to a counter or a list: idempotent. Said here, so the
+  // dispatcher's history writes skip withCallPolicies' per-call judgement (and its copy of the options).
+  const noTimestamp = { prepare: true, timestamp: null as unknown as number, isIdempotent: true };
   const unloggedBatch = { ...noTimestamp, logged: false };
   return async (statements) => {
     if (statements.length === 1) await db.execute(statements[0]!.query, statements[0]!.params, noTimestamp);
@@ -62,7 +64,8 @@ const SPECULATE_AFTER_MS = 500;
  * Whether running `query` twice does what running it once does, so that the driver may ask a second coordinator
  * (speculative execution) or retry it elsewhere after a timeout: reads, and writes that set values (with the client's
  * write time, the same for every execution). Not a conditional write (IF …: a lightweight transaction), a counter's
- * or a collection's increment (`x = x + …`).
+ * increment or a list's append (`x = x + …`; adding to a set or a map would be idempotent, but the text alone does not
+ * tell them apart, so it is judged not).
  */
 export function isIdempotentQuery(query: string): boolean {
   return !/\bIF\b/i.test(query) && !/\b(\w+)\s*=\s*\1\s*[+-]|=\s*\?\s*\+/i.test(query);
