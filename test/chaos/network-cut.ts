@@ -84,6 +84,10 @@ export function cutOff(runDir: string, node: CutNode, peers: CutNode[], scope: C
   const { root, release } = netClsRoot(runDir);
   const { chain, cut, peers: peersClassid } = SCOPES[scope];
   const groups = groupsOf(scope);
+  const undo = () => {
+    heal(root, scope);
+    release();
+  };
   heal(root, scope); // a cut left by a run that was killed
   try {
     enter(root, groups.cut, cut, [node.pid]);
@@ -100,14 +104,10 @@ export function cutOff(runDir: string, node: CutNode, peers: CutNode[], scope: C
     iptables('-A', chain, '-m', 'cgroup', '--cgroup', String(peersClassid), '-d', node.host, '-j', 'DROP');
     iptables('-I', 'OUTPUT', '1', '-j', chain);
   } catch (error) {
-    heal(root, scope);
-    release();
+    undo();
     throw error;
   }
-  return () => {
-    heal(root, scope);
-    release();
-  };
+  return undo;
 }
 
 /** Removes the rules and puts every process of the two cgroups back in the hierarchy's root. */

@@ -19,9 +19,16 @@ export async function startTcpProxy(target: { host: string; port: number }) {
     upstream.on('close', () => client.destroy());
     const pipe = (from: net.Socket, to: net.Socket, delayed: boolean) => {
       const held: { chunk: Buffer; due: number }[] = [];
+      // One timer at most, for the oldest held answer.
+      let wake: NodeJS.Timeout | undefined;
       const flush = () => {
         while (!frozen && held.length > 0 && held[0]!.due <= Date.now()) to.write(held.shift()!.chunk);
-        if (!frozen && held.length > 0) setTimeout(flush, held[0]!.due - Date.now());
+        if (!frozen && held.length > 0 && wake === undefined) {
+          wake = setTimeout(() => {
+            wake = undefined;
+            flush();
+          }, held[0]!.due - Date.now());
+        }
       };
       pumps.push(flush);
       from.on('data', (chunk: Buffer) => {
