@@ -811,8 +811,10 @@ describe('ConsumerRunner lanes with an overflow (a full lane parks its backlog)'
 
 describe('Publisher requests', () => {
   /** A producer that knows two topics and records every send: `replicated` of three replicas, `single` of one. */
-  function fakeProducer(failPartition?: number) {
+  function fakeProducer(failPartition?: number, hangPartition?: number) {
     const sends: { topic: string; key: string; partition?: number }[][] = [];
+    /** Answers the sends held on `hangPartition` (a leader that stopped answering), in order. */
+    const held: (() => void)[] = [];
     const topic = (replicas: number) => ({
       partitionsCount: 6,
       partitions: Array.from({ length: 6 }, (_, leader) => ({
@@ -829,14 +831,18 @@ describe('Publisher requests', () => {
       }),
       send: async ({ messages }: { messages: { topic: string; key: string; partition?: number }[] }) => {
         sends.push(messages.map(({ topic, key, partition }) => ({ topic, key, partition })));
+        if (hangPartition !== undefined && messages.some((message) => message.partition === hangPartition)) {
+          await new Promise<void>((resolve) => held.push(resolve));
+        }
         if (failPartition !== undefined && messages.some((message) => message.partition === failPartition)) {
           throw new Error(`partition ${failPartition} refused`);
         }
       },
+      close: async () => undefined,
     };
     // The constructor is private: Publisher.connect() builds the real producer.
     const publisher = new (Publisher as unknown as new (p: typeof producer) => Publisher)(producer);
-    return { publisher, sends };
+    return { publisher, sends, held };
   }
   const keys = Array.from({ length: 24 }, (_, i) => `key-${i}`);
 
@@ -873,5 +879,38 @@ describe('Publisher requests', () => {
       publisher.publish([{ topic: 'replicated', key: other, value: null }]),
     ]);
     expect(results.map((result) => result.status)).toEqual(['rejected', 'fulfilled']);
+  });
+
+  it("a partition whose leader stops answering holds only its own records: other partitions' callers go on", async () => {
+    const stuck = partitionOf('key-0', 6);
+    const others = keys.filter((key) => partitionOf(key, 6) !== stuck);
+    const { publisher, sends, held } = fakeProducer(undefined, stuck);
+    const settled: string[] = [];
+    const first = publisher
+      .publish([{ topic: 'replicated', key: 'key-0', value: null }])
+      .then(() => settled.push('stuck'));
+    await vi.waitFor(() => expect(held).toHaveLength(1));
+    // Published while the stuck partition's request hangs: these must not wait for it.
+    void publisher
+      .publish(others.map((key) => ({ topic: 'replicated', key, value: null })))
+      .then(() => settled.push('others'));
+    await vi.waitFor(() => expect(settled).toEqual(['others']));
+    const mixed = publisher
+      .publish([
+        { topic: 'replicated', key: 'key-0', value: null },
+        { topic: 'replicated', key: others[0]!, value: null },
+      ])
+      .then(() => settled.push('mixed'));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(settled).toEqual(['others']);
+    // One request at a time per partition: the second record of the stuck partition waits for the first's answer.
+    expect(sends.filter((send) => send.some((message) => message.partition === stuck))).toHaveLength(1);
+    held.shift()!();
+    await first;
+    await vi.waitFor(() => expect(held).toHaveLength(1));
+    held.shift()!();
+    await mixed;
+    expect(settled).toEqual(['others', 'stuck', 'mixed']);
+    await publisher.close();
   });
 });

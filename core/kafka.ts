@@ -123,13 +123,30 @@ interface PublishCall {
   done: (error?: unknown) => void;
 }
 
+interface Queued {
+  record: OutgoingRecord;
+  call: PublishCall;
+}
+
+/** The records waiting for one partition's requests (or, for topics of one replica, for the shared requests). */
+interface SendLane {
+  /** The partition every record of the lane goes to; undefined: the client partitions (topics of one replica). */
+  partition?: number;
+  queue: Queued[];
+  sending?: Promise<void>;
+}
+
 /**
- * Publishes records with an idempotent producer and acks=all, batching concurrent calls: one request in flight at a
- * time, split per partition for replicated topics (sendByPartition).
+ * Publishes records with an idempotent producer and acks=all, batching concurrent calls. The records of a replicated
+ * topic go through a lane per partition, each with one request in flight at a time; those of topics of one replica
+ * through one shared lane (one request for all their partitions: they never change leader, and a single send costs
+ * less). Why per partition, and why the lanes do not wait for each other: drain's comment.
  */
 export class Publisher {
-  private pending: { record: OutgoingRecord; call: PublishCall }[] = [];
-  private sending: Promise<void> | undefined;
+  /** Records not yet given a lane (that needs the topics' metadata). */
+  private pending: Queued[] = [];
+  private routing: Promise<void> | undefined;
+  private readonly lanes = new Map<string, SendLane>();
 
   private constructor(private readonly producer: RecordProducer<string, Buffer | null, string, string>) {}
 
@@ -169,88 +186,99 @@ export class Publisher {
         done: (error) => (error ? reject(error) : resolve()),
       };
       for (const record of records) this.pending.push({ record, call });
-      if (!this.sending) this.sending = this.drain();
+      this.routing ??= this.route();
     });
   }
 
   async close(): Promise<void> {
-    await this.sending;
+    while (this.routing || [...this.lanes.values()].some((lane) => lane.sending)) {
+      await this.routing;
+      await Promise.all([...this.lanes.values()].map((lane) => lane.sending));
+    }
     await this.producer.close();
   }
 
-  private async drain(): Promise<void> {
+  /** Gives each pending record its lane, and starts the lanes that are idle. Waits only for metadata. */
+  private async route(): Promise<void> {
     while (this.pending.length > 0) {
-      // Records in arrival order up to the request's byte and count caps; at least one, however large.
+      const batch = this.pending.splice(0);
+      let topics: Map<string, { partitions: number; replicated: boolean }>;
+      try {
+        topics = await this.topicsOf([...new Set(batch.map(({ record }) => record.topic))]);
+      } catch (error) {
+        for (const queued of batch) settle(queued.call, error);
+        continue;
+      }
+      const touched = new Set<SendLane>();
+      for (const queued of batch) {
+        const topic = topics.get(queued.record.topic)!;
+        const partition = topic.replicated ? partitionOf(queued.record.key, topic.partitions) : undefined;
+        const name = partition === undefined ? '' : `${queued.record.topic}\0${partition}`;
+        let lane = this.lanes.get(name);
+        if (!lane) this.lanes.set(name, (lane = { partition, queue: [] }));
+        lane.queue.push(queued);
+        touched.add(lane);
+      }
+      // Once every record has its lane: an idle lane's first request takes all it was given.
+      for (const lane of touched) lane.sending ??= this.drain(lane);
+    }
+    this.routing = undefined;
+  }
+
+  private async topicsOf(names: string[]): Promise<Map<string, { partitions: number; replicated: boolean }>> {
+    const metadata = await this.producer.metadata({ topics: names });
+    return new Map(
+      names.map((name) => {
+        const topic = metadata.topics.get(name)!;
+        const replicated = topic.partitions.some((partition) => partition.replicas.length > 1);
+        return [name, { partitions: topic.partitionsCount, replicated }];
+      }),
+    );
+  }
+
+  /**
+   * Sends a lane's records, one request at a time, in arrival order up to the request's byte and count caps (at least
+   * one record, however large). Why a request per partition: on a retry @platformatic/kafka sends the records it had
+   * grouped by their partitions' leader to the new leader of the first record's partition. When a dead broker's
+   * partitions get different new leaders, that broker refuses the others (NOT_LEADER_OR_FOLLOWER) at every try, for
+   * as long as the leaders stay: the router's publisher retried one request for three minutes in a CI simulation
+   * (test/cluster/publisher-failover.test.ts shows it). A send of one partition always goes to that partition's
+   * leader. Why the lanes do not wait for each other: a leader cut off from its followers takes requests and answers
+   * none until the controller has moved its partitions and the producer has learnt it (tens of seconds); while all
+   * partitions shared one request at a time, that one partition held the records of every other (the chaos fault
+   * `kafka-partition` stopped every delivery for the whole cut).
+   */
+  private async drain(lane: SendLane): Promise<void> {
+    while (lane.queue.length > 0) {
       let bytes = 0;
       let count = 0;
-      while (count < this.pending.length && count < MAX_REQUEST_RECORDS) {
-        const size = recordBytes(this.pending[count]!.record);
+      while (count < lane.queue.length && count < MAX_REQUEST_RECORDS) {
+        const size = recordBytes(lane.queue[count]!.record);
         if (count > 0 && bytes + size > MAX_REQUEST_BYTES) break;
         bytes += size;
         count += 1;
       }
-      const batch = this.pending.splice(0, count);
-      const outcomes = await this.sendByPartition(batch);
-      for (const [index, { call }] of batch.entries()) {
-        const failure = outcomes[index];
-        if (failure !== undefined) call.error ??= failure;
-        if (--call.remaining === 0) call.done(call.error);
+      const batch = lane.queue.splice(0, count);
+      let failure: unknown;
+      try {
+        await this.producer.send({
+          messages: batch.map(({ record }) =>
+            lane.partition === undefined ? record : { ...record, partition: lane.partition },
+          ),
+        });
+      } catch (error) {
+        failure = error;
       }
+      for (const { call } of batch) settle(call, failure);
     }
-    this.sending = undefined;
+    lane.sending = undefined;
   }
+}
 
-  /**
-   * Sends the batch and gives each entry's failure (undefined: acknowledged): the records of replicated topics as one
-   * send per partition, at once; those of topics of one replica together in one send. Why per partition: on a retry
-   * @platformatic/kafka sends the records it had grouped by their partitions' leader when sent to the new leader of the
-   * first record's partition. When a dead broker's partitions get different new leaders, that broker refuses the others
-   * (NOT_LEADER_OR_FOLLOWER) at every try, for as long as the leaders stay: the router's publisher retried one request
-   * for three minutes in a CI simulation (test/cluster/publisher-failover.test.ts shows it). A send of one partition
-   * always goes to that partition's leader. A partition of one replica never changes leader, and a single send costs
-   * less (README, "One send per partition").
-   */
-  private async sendByPartition(batch: { record: OutgoingRecord }[]): Promise<unknown[]> {
-    const outcomes: unknown[] = new Array(batch.length);
-    let topics: Map<string, { partitions: number; replicated: boolean }>;
-    try {
-      const names = [...new Set(batch.map(({ record }) => record.topic))];
-      const metadata = await this.producer.metadata({ topics: names });
-      topics = new Map(
-        names.map((name) => {
-          const topic = metadata.topics.get(name)!;
-          const replicated = topic.partitions.some((partition) => partition.replicas.length > 1);
-          return [name, { partitions: topic.partitionsCount, replicated }];
-        }),
-      );
-    } catch (error) {
-      return outcomes.fill(error);
-    }
-    const groups = new Map<string, { partition?: number; members: number[] }>();
-    for (const [index, { record }] of batch.entries()) {
-      const topic = topics.get(record.topic)!;
-      const partition = topic.replicated ? partitionOf(record.key, topic.partitions) : undefined;
-      const name = partition === undefined ? '' : `${record.topic}\0${partition}`;
-      const group = groups.get(name);
-      if (group) group.members.push(index);
-      else groups.set(name, { partition, members: [index] });
-    }
-    await Promise.all(
-      [...groups.values()].map(async ({ partition, members }) => {
-        try {
-          await this.producer.send({
-            messages: members.map((index) => ({
-              ...batch[index]!.record,
-              ...(partition === undefined ? {} : { partition }),
-            })),
-          });
-        } catch (error) {
-          for (const index of members) outcomes[index] = error;
-        }
-      }),
-    );
-    return outcomes;
-  }
+/** Counts one of the call's records as answered (failed when `failure` is set); ends the call after its last. */
+function settle(call: PublishCall, failure?: unknown): void {
+  if (failure !== undefined) call.error ??= failure;
+  if (--call.remaining === 0) call.done(call.error);
 }
 
 /** What a record weighs in a produce request (key, value, headers, and the per-record framing). */
