@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../core/errors.ts';
-import { blankSubscription } from '../core/subscriptions/subscription.ts';
-import { applySubscriptionInput, webhookUrlPattern } from './subscription-input.ts';
+import { blankSubscription, type Subscription } from '../core/subscriptions/subscription.ts';
+import { purchaseOrderJsonSchema } from '../producer/purchase-order-schema.ts';
+import { applySubscriptionInput, webhookUrlPattern, type SubscriptionInput } from './subscription-input.ts';
 
 // The subscriber URL grammar the OpenAPI document states, and that the server refuses what it excludes.
 
@@ -57,5 +58,93 @@ describe('applySubscriptionInput', () => {
     const error = await applySubscriptionInput(base, input, rules, true).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(InvalidInputError);
     expect((error as InvalidInputError).errors).toEqual([{ path: 'url', message: expect.stringMatching(/RFC 3986/) }]);
+  });
+});
+
+describe('applySubscriptionInput with a filter', () => {
+  const schemas: Record<string, Record<string, unknown> | null> = {
+    'purchaseOrder.validated': purchaseOrderJsonSchema,
+    'purchaseOrder.cancelled': purchaseOrderJsonSchema,
+    'invoice.paid': null,
+  };
+  const rules = {
+    allowHttp: false,
+    allowed: [],
+    catalogue: () => Object.keys(schemas),
+    schemaOf: (eventType: string) => schemas[eventType] ?? null,
+  };
+  const url = 'https://93.184.216.34/hook';
+  const refusal = async (base: Subscription, input: SubscriptionInput, creating = true) => {
+    const error = await applySubscriptionInput(base, input, rules, creating).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(InvalidInputError);
+    return (error as InvalidInputError).errors;
+  };
+
+  it('keeps a valid filter over envelope fields and payload paths of the subscribed types', async () => {
+    const filter = { eventType: 'purchaseOrder.validated', 'payload.rows.itemCode': { $startsWith: 'TONER-' } };
+    const { subscription } = await applySubscriptionInput(
+      blankSubscription('t', 's', new Date()),
+      { url, eventTypes: ['purchaseOrder.*'], filter },
+      rules,
+      true,
+    );
+    expect(subscription.filter).toEqual(filter);
+  });
+
+  it('names each mistake of the filter by its JSON Pointer under filter', async () => {
+    const errors = await refusal(blankSubscription('t', 's', new Date()), {
+      url,
+      eventTypes: ['purchaseOrder.validated'],
+      filter: { 'payload.totalAmount': { $gtee: '10' }, $or: [{ eventType: 'x' }, { 'payload.totalAmont': '1' }] },
+    });
+    expect(errors).toEqual([{ path: 'filter/payload.totalAmount/$gtee', message: expect.stringMatching(/\$gtee/) }]);
+  });
+
+  it('refuses a payload path that no subscribed type has, naming it and the types', async () => {
+    const errors = await refusal(blankSubscription('t', 's', new Date()), {
+      url,
+      eventTypes: ['purchaseOrder.*'],
+      filter: { $or: [{ eventType: 'purchaseOrder.validated' }, { 'payload.totalAmont': { $gt: '10' } }] },
+    });
+    expect(errors).toEqual([
+      {
+        path: 'filter/$or/1/payload.totalAmont',
+        message:
+          'payload.totalAmont is in the payload schema of none of the subscribed event types ' +
+          '(purchaseOrder.cancelled, purchaseOrder.validated)',
+      },
+    ]);
+  });
+
+  it('accepts any payload path when a subscribed type declares no schema', async () => {
+    const filter = { 'payload.anything.at.all': 1 };
+    const { subscription } = await applySubscriptionInput(
+      blankSubscription('t', 's', new Date()),
+      { url, eventTypes: ['invoice.paid', 'purchaseOrder.validated'], filter },
+      rules,
+      true,
+    );
+    expect(subscription.filter).toEqual(filter);
+  });
+
+  it('judges the stored filter again when only the event types change, and clears it with null', async () => {
+    const stored: Subscription = {
+      ...blankSubscription('t', 's', new Date()),
+      url,
+      eventTypes: ['invoice.paid'],
+      filter: { 'payload.invoiceNumber': { $exist: true } },
+    };
+    const errors = await refusal(stored, { eventTypes: ['purchaseOrder.validated'] }, false);
+    expect(errors).toEqual([{ path: 'filter/payload.invoiceNumber', message: expect.stringMatching(/none of/) }]);
+    const { subscription } = await applySubscriptionInput(
+      stored,
+      { eventTypes: ['purchaseOrder.validated'], filter: null },
+      rules,
+      false,
+    );
+    expect(subscription.filter).toBeNull();
+    // A change that touches neither the types nor the filter does not judge the filter.
+    const kept = await applySubscriptionInput(stored, { description: 'kept' }, rules, false);
+    expect(kept.subscription.filter).toEqual(stored.filter);
   });
 });

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { ConflictError, InvalidInputError } from '../core/errors.ts';
 import { isEventTypePattern, matchesEventType } from '../core/event-types.ts';
 import { checkWebhookUrl, type Cidr } from '../core/ssrf.ts';
+import { compileFilter, FilterError, pathsUnknownToSchemas, type Filter } from '../core/subscriptions/filter.ts';
 import { type AuthenticationMode, type Subscription } from '../core/subscriptions/subscription.ts';
 
 /** The request body of POST /Subscriptions (PATCH sends any subset). */
@@ -16,6 +17,7 @@ export interface SubscriptionInput {
   supersedePendingDeliveries?: boolean;
   description?: string | null;
   maxDeliveriesPerSecond?: number | null;
+  filter?: Filter | null;
 }
 
 /** An HTTP header name (RFC 9110 token): signature and API-key headers are sent under it. */
@@ -81,6 +83,7 @@ export const subscriptionFields = {
       'attempts per second at most, across all dispatchers (a burst of about one attempt per dispatcher above it); ' +
       'null (the default) for unlimited',
   },
+  filter: { $ref: 'SubscriptionFilter#' },
 } as const;
 
 const OCTET = '(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])';
@@ -114,6 +117,8 @@ export interface InputRules {
   allowed: Cidr[];
   resolve?: (host: string) => Promise<string[]>;
   catalogue: () => string[];
+  /** The payload JSON Schema an event type declares (null: none); absent, no filter path is judged unknown. */
+  schemaOf?: (eventType: string) => Record<string, unknown> | null;
 }
 
 /**
@@ -152,6 +157,11 @@ export async function applySubscriptionInput(
     next.supersedePendingDeliveries = input.supersedePendingDeliveries;
   if (input.description !== undefined) next.description = input.description;
   if (input.maxDeliveriesPerSecond !== undefined) next.maxDeliveriesPerSecond = input.maxDeliveriesPerSecond;
+  if (input.filter !== undefined) next.filter = input.filter;
+  // A stored filter is judged again when the types change: a payload path may belong to none of the new ones.
+  if (next.filter !== null && (input.filter !== undefined || input.eventTypes !== undefined)) {
+    errors.push(...filterProblems(next.filter, next.eventTypes, rules));
+  }
   if (input.apiKey !== undefined) {
     next.apiKeyHeaderName = input.apiKey.headerName;
     next.secrets.apiKey = input.apiKey.value;
@@ -194,6 +204,33 @@ export async function applySubscriptionInput(
   return { subscription: next, generatedSecret: generatedSecret ?? (creating ? next.secrets.hmacSecret : undefined) };
 }
 
+/** What is wrong with a filter: its own structure, then payload paths that no subscribed type's schema has. */
+function filterProblems(filter: Filter, eventTypes: string[], rules: InputRules): { path: string; message: string }[] {
+  let paths: { path: string; pointer: string }[];
+  try {
+    paths = compileFilter(filter).paths;
+  } catch (error) {
+    if (!(error instanceof FilterError)) throw error;
+    return error.problems.map(({ pointer, message }) => ({ path: `filter${pointer}`, message }));
+  }
+  const schemaOf = rules.schemaOf;
+  if (!schemaOf) return [];
+  const types = rules.catalogue().filter((name) => eventTypes.some((pattern) => matchesEventType(pattern, name)));
+  if (types.length === 0) return []; // the event types are refused already
+  const unknown = new Set(
+    pathsUnknownToSchemas(
+      paths.map(({ path }) => path),
+      types.map(schemaOf),
+    ),
+  );
+  return paths
+    .filter(({ path }) => unknown.has(path))
+    .map(({ path, pointer }) => ({
+      path: `filter${pointer}`,
+      message: `${path} is in the payload schema of none of the subscribed event types (${types.sort().join(', ')})`,
+    }));
+}
+
 const URL_GRAMMAR = { https: new RegExp(webhookUrlPattern(false)), http: new RegExp(webhookUrlPattern(true)) };
 
 /** Why a subscriber (or token) URL is refused: its address rules (core/ssrf.ts), then the documented grammar. */
@@ -220,6 +257,7 @@ export function subscriptionView(subscription: Subscription, hmacSecret?: string
     supersedePendingDeliveries: subscription.supersedePendingDeliveries,
     description: subscription.description,
     maxDeliveriesPerSecond: subscription.maxDeliveriesPerSecond,
+    filter: subscription.filter,
     status: subscription.status,
     failureDays: subscription.failureDays,
     createdAt: subscription.createdAt.toISOString(),

@@ -59,7 +59,11 @@ export type TestEvent = Omit<StoredEvent, 'payload'> & { payload: Buffer; testSu
 /** The webhook API under /CoreWebhook/REST/Webhooks (register inside a context that has the auth plugin). */
 export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (app, options) => {
   const { subscriptions, deliveries, catalogue } = options;
-  const rules: InputRules = { ...options.rules, catalogue: () => catalogue.names() };
+  const rules: InputRules = {
+    ...options.rules,
+    catalogue: () => catalogue.names(),
+    schemaOf: (eventType) => catalogue.get(eventType)?.payloadSchema ?? null,
+  };
 
   // A marker that cannot be published (Kafka down past GATEWAY_DEPENDENCY_TIMEOUT) does not undo a change already
   // stored: the change is answered, and routers and dispatchers follow it within WEBHOOK_SUBSCRIPTION_CACHE_TTL.

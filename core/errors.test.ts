@@ -15,6 +15,7 @@ import {
 } from './errors.ts';
 import { PoisonRecordError } from './kafka.ts';
 import { SecretBoxError } from './secret-box.ts';
+import { FilterError } from './subscriptions/filter.ts';
 
 // Compile-time exhaustive: adding an AuthErrorCode without listing it here fails `tsc`.
 const AUTH_CODES: Record<AuthErrorCode, true> = { TOKEN_MISSING: true, TOKEN_INVALID: true };
@@ -29,6 +30,7 @@ const instances: [string, Error & { code: string }][] = [
   ['SecretBoxError', new SecretBoxError('unreadable')],
   ['PoisonRecordError', new PoisonRecordError('undecodable record')],
   ['DependencyUnavailableError', new DependencyUnavailableError('Kafka')],
+  ['FilterError', new FilterError([{ pointer: '/payload.x/$gtee', message: 'unknown operator $gtee' }])],
   ...(Object.keys(AUTH_CODES) as AuthErrorCode[]).map(
     (code) => [`AuthError(${code})`, new AuthError(code, 'token rejected')] as [string, AuthError],
   ),

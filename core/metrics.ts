@@ -225,6 +225,12 @@ export function createMetrics(service: string) {
     labelNames: ['kind'],
     registers: [registry],
   });
+  const filtered = new Counter({
+    name: 'webhook_events_filtered_total',
+    help: "Events of a subscription's types that its filter refused (no delivery made), per subscription",
+    labelNames: ['tenant_id', 'subscription_id'],
+    registers: [registry],
+  });
   const replayDeliveries = new Counter({
     name: 'webhook_replay_deliveries_total',
     help:
@@ -279,6 +285,8 @@ export function createMetrics(service: string) {
       routed.inc({ kind: 'event' });
       routed.inc({ kind: 'delivery' }, deliveries);
     },
+    filtered: (tenantId: string, subscriptionId: string) =>
+      filtered.inc({ tenant_id: tenantId, subscription_id: subscriptionId }),
   };
 }
 

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Delivery, DeliveryStatus, StoredEvent } from '../core/deliveries/delivery.ts';
 import { queuedDelivery, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import { buildEnvelope } from '../core/envelope.ts';
@@ -337,5 +337,64 @@ describe('routeEvent', () => {
     // Timers never fire early by more than a millisecond's rounding: each wait falls in its own part.
     expect(observed[0]![1]).toBeGreaterThanOrEqual(28);
     expect(observed[1]![1]).toBeGreaterThanOrEqual(58);
+  });
+});
+
+describe('routeEvent with subscription filters', () => {
+  // The payload's totalAmount is a decimal string, as the purchase service writes amounts.
+  const order = {
+    ...event,
+    payload: Buffer.from('{"totalAmount":"12500.00","supplierName":"Acme","rows":[{"itemCode":"TONER-K"}]}'),
+  };
+
+  it('delivers only to the subscriptions whose filter the event satisfies, and reports each refusal', async () => {
+    const subs = [
+      subscription('big', { filter: { 'payload.totalAmount': { $gte: 10000 } } }),
+      subscription('small', { filter: { 'payload.totalAmount': { $lt: '10000' } } }),
+      subscription('toner', { filter: { 'payload.rows.itemCode': { $startsWith: 'TONER-' }, entityId: 'po-7' } }),
+      subscription('cancelled-only', { filter: { eventType: 'purchaseOrder.cancelled' } }),
+      subscription('unfiltered'),
+    ];
+    const { deps } = fakes(subs);
+    const refused: string[] = [];
+    deps.filtered = (refusedBy) => refused.push(refusedBy.id);
+    const records = await routeEvent(order, RECEIVED_AT, deps);
+    expect(records.map((record) => record.subscriptionId)).toEqual(['big', 'toner', 'unfiltered']);
+    expect(refused).toEqual(['small', 'cancelled-only']);
+  });
+
+  it('parses the payload once per event, and not at all when no filter reads it', async () => {
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      const { deps } = fakes([
+        subscription('a', { filter: { 'payload.supplierName': 'Acme' } }),
+        subscription('b', { filter: { 'payload.totalAmount': { $exist: true } } }),
+      ]);
+      await routeEvent(order, RECEIVED_AT, deps);
+      expect(parse).toHaveBeenCalledTimes(1);
+      parse.mockClear();
+      const envelopeOnly = fakes([subscription('c', { filter: { entityId: { $in: ['po-7', 'po-8'] } } })]);
+      expect(await routeEvent(order, RECEIVED_AT, envelopeOnly.deps)).toHaveLength(1);
+      expect(parse).not.toHaveBeenCalled();
+    } finally {
+      parse.mockRestore();
+    }
+  });
+
+  it('a payload that is absent (over the size limit) or not JSON satisfies only clauses on absence', async () => {
+    const subs = [
+      subscription('needs-amount', { filter: { 'payload.totalAmount': { $gt: 0 } } }),
+      subscription('needs-no-amount', { filter: { 'payload.totalAmount': { $exist: false } } }),
+    ];
+    for (const payload of [null, Buffer.from('not json')]) {
+      const records = await routeEvent({ ...order, payload }, RECEIVED_AT, fakes(subs).deps);
+      expect(records.map((record) => record.subscriptionId)).toEqual(['needs-no-amount']);
+    }
+  });
+
+  it('a test event reaches its subscription whatever the filter says', async () => {
+    const subs = [subscription('tested', { filter: { eventType: 'never.this' } })];
+    const records = await routeEvent({ ...order, testSubscriptionId: 'tested' }, RECEIVED_AT, fakes(subs).deps);
+    expect(records.map((record) => record.subscriptionId)).toEqual(['tested']);
   });
 });

@@ -4,6 +4,7 @@ import { deliveryIdFor } from '../core/ids.ts';
 import { storedEvent, type Delivery, type DeliveryStatus, type StoredEvent } from '../core/deliveries/delivery.ts';
 import { queuedDelivery, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import type { Subscription } from '../core/subscriptions/subscription.ts';
+import { compileFilter, type CompiledFilter, type FilterSubject } from '../core/subscriptions/filter.ts';
 
 /** What the router needs to store deliveries. */
 export interface RoutingStore {
@@ -19,6 +20,8 @@ export interface RouterDeps {
   /** Resolves once Kafka acknowledged every record. */
   publish(records: DeliveryRecord[]): Promise<void>;
   payloadLimitBytes: number;
+  /** Told of each subscription whose filter refused the event (it gets no delivery). */
+  filtered?: (subscription: Subscription) => void;
   /** Told how long the two waits of routing took (ms): the history write, and the publication. */
   observe?: (part: 'routing_write' | 'routing_publish', ms: number) => void;
 }
@@ -40,11 +43,14 @@ export async function routeEvent(
 ): Promise<DeliveryRecord[]> {
   // A test event goes to the one subscription it was raised for, whatever event types that one subscribes to.
   const test = event.testSubscriptionId ?? null;
+  const subject = subjectOf(event);
   const subscriptions = (await deps.subscriptionsOf(event.tenantId)).filter(
     (subscription) =>
       subscription.tenantId === event.tenantId &&
       subscription.status === 'enabled' &&
-      (test === null ? matchesAny(subscription.eventTypes, event.eventType) : subscription.id === test),
+      (test === null
+        ? matchesAny(subscription.eventTypes, event.eventType) && passesFilter(subscription, subject, deps)
+        : subscription.id === test),
   );
   if (subscriptions.length === 0) return [];
   // Only an event that may be a repeat costs a read: the first routing of an event, the hot path, reads nothing.
@@ -112,4 +118,57 @@ export async function routeEvent(
   await deps.publish(records.map(({ record }) => record));
   deps.observe?.('routing_publish', performance.now() - publishing);
   return records.map(({ record }) => record);
+}
+
+/**
+ * Filters compiled once per subscription object: the router's subscription cache hands out the same objects until a
+ * change or its TTL replaces them, and a replaced one is collected with its filter.
+ */
+const compiled = new WeakMap<Subscription, CompiledFilter | null>();
+/**
+ * The event as filters see it, built on first use and its payload parsed at most once (only when a filter reads the
+ * payload): an event no filter looks at costs nothing.
+ */
+function subjectOf(event: StoredEvent): (withPayload: boolean) => FilterSubject {
+  let subject: FilterSubject | undefined;
+  let parsed = false;
+  return (withPayload) => {
+    // The envelope's fields as every subscription's envelope has them (the subscription id is no filter path).
+    subject ??= { ...envelopeFields(event, ''), payload: undefined };
+    if (withPayload && !parsed) {
+      parsed = true;
+      // A payload over the size limit is not kept (null), and one that is not JSON has no fields: either way no
+      // payload path resolves, so only $exist false, $neq and $nin clauses on it hold.
+      try {
+        if (event.payload !== null) subject.payload = JSON.parse(event.payload.toString('utf8')) as unknown;
+      } catch {
+        subject.payload = undefined;
+      }
+    }
+    return subject;
+  };
+}
+
+/** Whether the subscription's filter lets the event through (no filter: yes); a refusal is reported to `deps`. */
+function passesFilter(
+  subscription: Subscription,
+  subject: (withPayload: boolean) => FilterSubject,
+  deps: RouterDeps,
+): boolean {
+  if (subscription.filter === null) return true;
+  let filter = compiled.get(subscription);
+  if (filter === undefined) {
+    // The API stored only filters that compiled; one that no longer does (a later, stricter version) filters nothing
+    // rather than dropping the subscription's events.
+    try {
+      filter = compileFilter(subscription.filter);
+    } catch {
+      filter = null;
+    }
+    compiled.set(subscription, filter);
+  }
+  if (filter === null) return true;
+  const passes = filter.matches(subject(filter.readsPayload));
+  if (!passes) deps.filtered?.(subscription);
+  return passes;
 }

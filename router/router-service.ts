@@ -75,6 +75,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
           store,
           payloadLimitBytes: config.webhook.payloadLimitBytes,
           observe: (part, ms) => metrics.stage(part, ms),
+          filtered: (subscription) => metrics.filtered(subscription.tenantId, subscription.id),
           publish: async (records) =>
             publisher.publish(
               await Promise.all(

@@ -71,9 +71,12 @@ function markFields(errors, fields) {
   }
 }
 
-/** The input id for an error path: the path itself, else its longest known prefix (`eventTypes.2` → `eventTypes`). */
+/**
+ * The input id for an error path: the path itself, else its longest known prefix (`eventTypes.2` → `eventTypes`). A
+ * path into a JSON document field is a JSON Pointer after the field's name (`filter/payload.amount/$gt` → `filter`).
+ */
 function fieldFor(path, fields) {
-  const segments = (path ?? '').split('.');
+  const segments = (path ?? '').split('/')[0].split('.');
   for (let length = segments.length; length > 0; length -= 1) {
     const id = fields[segments.slice(0, length).join('.')];
     if (id) return id;

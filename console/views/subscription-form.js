@@ -31,7 +31,14 @@ const FIELDS = {
   'oauth2.audience': 'f-oauth-audience',
   'oauth2.scope': 'f-oauth-scope',
   supersedePendingDeliveries: 'f-supersede',
+  filter: 'f-filter',
 };
+
+const FILTER_EXAMPLE = `{
+  "eventType": "purchaseOrder.validated",
+  "payload.totalAmount": { "$gte": "10000" },
+  "payload.supplierName": { "$in": ["Acme Supplies", "Globex"] }
+}`;
 
 export async function renderSubscriptionForm(view, { id, signal }) {
   const editing = id !== undefined;
@@ -119,6 +126,11 @@ function subscriptionForm(types, current, saved) {
     checked: current?.supersedePendingDeliveries ?? false,
     'aria-describedby': 'f-supersede-hint',
   });
+  const filter = h(
+    'textarea',
+    { id: 'f-filter', class: 'code', rows: 6, spellcheck: 'false', placeholder: FILTER_EXAMPLE },
+    current?.filter ? JSON.stringify(current.filter, null, 2) : '',
+  );
   const submit = h(
     'button',
     { type: 'submit', class: 'button primary' },
@@ -151,15 +163,27 @@ function subscriptionForm(types, current, saved) {
         'When a newer event of the same entity is queued, older pending deliveries of it are not attempted again.',
       ),
     ),
+    field(
+      filter,
+      'Filter (optional)',
+      'Only events matching this JSON filter are delivered; empty for all events of the types. Keys are eventType, ' +
+        'entityId, reference, occurredAt, resourceUrl or payload.<path>; values are a value to equal or operators ' +
+        '($eq $neq $gt $gte $lt $lte $in $nin $exist $startsWith $endsWith), combined with $and, $or, $not. ' +
+        'Amounts are decimal strings and compare as numbers.',
+    ),
     h('div', { class: 'actions' }, submit, h('a', { href: '#/subscriptions', class: 'button' }, 'Cancel')),
   );
 
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearFieldErrors(form);
-    const { body, errors } = requestBody({ url, description, picker, modes, hmac, apiKey, oauth, supersede }, current);
+    const { body, errors } = requestBody(
+      { url, description, picker, modes, hmac, apiKey, oauth, supersede, filter },
+      current,
+    );
     if (errors.length > 0) {
       showProblem(problemSlot, new ApiError({ title: 'Check the form', errors }), FIELDS).focus();
+      pointAtFilterError(filter, errors);
       return;
     }
     submit.disabled = true;
@@ -170,6 +194,7 @@ function subscriptionForm(types, current, saved) {
       saved(answer);
     } catch (error) {
       showProblem(problemSlot, error, FIELDS).focus();
+      if (error instanceof ApiError) pointAtFilterError(filter, error.errors);
     } finally {
       submit.disabled = false;
     }
@@ -192,6 +217,17 @@ function requestBody(form, current) {
   if (current ? description !== (current.description ?? '') : description) body.description = description || null;
   if (changed(form.supersede.checked, current?.supersedePendingDeliveries)) {
     body.supersedePendingDeliveries = form.supersede.checked;
+  }
+  const filterText = form.filter.value.trim();
+  if (filterText) {
+    try {
+      const parsed = JSON.parse(filterText);
+      if (!current || JSON.stringify(parsed) !== JSON.stringify(current.filter)) body.filter = parsed;
+    } catch (error) {
+      errors.push({ path: 'filter', message: `is not JSON: ${jsonProblem(error, filterText)}`, at: jsonOffset(error) });
+    }
+  } else if (current?.filter) {
+    body.filter = null;
   }
   if (mode === 'Hmac') {
     const header = form.hmac.header.value.trim();
@@ -224,6 +260,52 @@ function requestBody(form, current) {
     }
   }
   return { body, errors };
+}
+
+/** A JSON.parse error's message, with the line and column of its position when the engine gives one. */
+function jsonProblem(error, text) {
+  const offset = jsonOffset(error);
+  if (offset === undefined) return error.message;
+  const before = text.slice(0, offset).split('\n');
+  return `${error.message} (line ${before.length}, column ${before.at(-1).length + 1})`;
+}
+
+function jsonOffset(error) {
+  const match = /position (\d+)/.exec(error.message);
+  return match ? Number(match[1]) : undefined;
+}
+
+/**
+ * Selects in the filter editor the text an error is about: a JSON syntax error's position, or the key an API error's
+ * path names (`filter/$or/1/payload.x`: the last key of the JSON Pointer, searched after the keys before it).
+ */
+function pointAtFilterError(editor, errors) {
+  const entry = errors.find((error) => error.path === 'filter' || error.path?.startsWith('filter/'));
+  if (!entry) return;
+  const text = editor.value;
+  let start;
+  let end;
+  if (entry.at !== undefined) {
+    start = Math.min(entry.at, text.length);
+    end = Math.min(start + 1, text.length);
+  } else {
+    const keys = entry.path
+      .split('/')
+      .slice(1)
+      .map((key) => key.replaceAll('~1', '/').replaceAll('~0', '~'))
+      .filter((key) => !/^\d+$/.test(key));
+    let from = 0;
+    for (const key of keys) {
+      const found = text.indexOf(JSON.stringify(key), from);
+      if (found < 0) break;
+      start = found;
+      end = found + JSON.stringify(key).length;
+      from = end;
+    }
+  }
+  if (start === undefined) return;
+  editor.setSelectionRange(start, end);
+  editor.dataset.errorAt = String(start);
 }
 
 function sameSet(a, b) {

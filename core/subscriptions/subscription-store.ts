@@ -1,5 +1,6 @@
 import { queryPage, type CassandraClient } from '../cassandra.ts';
 import { open, seal, type SecretKeys } from '../secret-box.ts';
+import type { Filter } from './filter.ts';
 import type { Subscription, SubscriptionSecrets } from './subscription.ts';
 
 /** The columns a subscription's owner sets (create and PATCH), in the order of `ownerValues`. */
@@ -18,6 +19,7 @@ const OWNER_COLUMNS = [
   'supersede_pending_deliveries',
   'description',
   'max_deliveries_per_second',
+  'filter',
 ];
 
 /** A failure day counted: the counter now, whether the subscription is disabled, and whether this count disabled it. */
@@ -111,6 +113,7 @@ export class SubscriptionStore {
       subscription.supersedePendingDeliveries,
       subscription.description,
       subscription.maxDeliveriesPerSecond,
+      subscription.filter === null ? null : JSON.stringify(subscription.filter),
     ];
   }
 
@@ -210,6 +213,8 @@ export class SubscriptionStore {
       description: (row.description as string | null) ?? null,
       // Null (unlimited) for rows written before the column existed (migration 007).
       maxDeliveriesPerSecond: typeof row.max_deliveries_per_second === 'number' ? row.max_deliveries_per_second : null,
+      // Null (every event of its types) for rows written before the column existed (migration 012).
+      filter: typeof row.filter === 'string' ? (JSON.parse(row.filter) as Filter) : null,
       status: row.status === 'disabled' ? 'disabled' : 'enabled',
       failureDays: Number(row.failure_days ?? 0),
       lastFailureWindow: lastWindow ? lastWindow.toNumber() : null,

@@ -1,3 +1,5 @@
+import type { Filter } from './filter.ts';
+
 /** How the service authenticates to a subscriber endpoint. */
 export type AuthenticationMode = 'None' | 'ApiKey' | 'Hmac' | 'OAuth2';
 export type SubscriptionStatus = 'enabled' | 'disabled';
@@ -26,6 +28,8 @@ export interface Subscription {
   description: string | null;
   /** Attempts per second at most, summed over all dispatchers (1..10,000); null for unlimited. */
   maxDeliveriesPerSecond: number | null;
+  /** The events to deliver among those of its types (core/subscriptions/filter.ts); null for all of them. */
+  filter: Filter | null;
   status: SubscriptionStatus;
   failureDays: number;
   /** Start (epoch ms) of the last failure-day window counted, or null. */
@@ -51,6 +55,7 @@ export function blankSubscription(tenantId: string, id: string, now: Date): Subs
     supersedePendingDeliveries: false,
     description: null,
     maxDeliveriesPerSecond: null,
+    filter: null,
     status: 'enabled',
     failureDays: 0,
     lastFailureWindow: null,

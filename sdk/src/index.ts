@@ -1,5 +1,13 @@
 // @core-webhooks/receiver-kit: verify and type Core Webhooks deliveries with Node's standard library only.
 export { VERIFICATION_ERRORS, WebhookVerificationError, type WebhookVerificationErrorCode } from './errors.ts';
+export type {
+  FilterCondition,
+  FilterEnvelopeField,
+  FilterPath,
+  JsonScalar,
+  JsonValue,
+  SubscriptionFilter,
+} from './filter.ts';
 export { headerValue, headerValues, readDeliveryInfo, type RequestHeaders } from './headers.ts';
 export {
   DELIVERY_HEADERS,

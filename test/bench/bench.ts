@@ -46,6 +46,11 @@ if (process.argv.includes('--mix')) {
   await import('./mix-bench.ts');
   process.exit(process.exitCode ?? 0);
 }
+// `--filters`: the routing cost of subscription filters (test/bench/filter-bench.ts), in process, with its own options.
+if (process.argv.includes('--filters')) {
+  await import('./filter-bench.ts');
+  process.exit(process.exitCode ?? 0);
+}
 // `--api`: from the purchase API call to the receiver (test/bench/api-bench.ts), with its own options.
 if (process.argv.includes('--api')) {
   await import('./api-bench.ts');

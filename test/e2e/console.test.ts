@@ -509,6 +509,40 @@ describe('operator console in a browser', () => {
     await page.getByRole('heading', { level: 1, name: 'Subscriptions' }).waitFor();
     expect(await row(subscriptionId).innerText()).toContain('Console e2e receiver, edited');
 
+    // A filter with a misspelt payload path: the API's error names its place, and the editor selects that key.
+    await row(subscriptionId).getByRole('link', { name: /^Edit/ }).click();
+    await page.getByRole('heading', { level: 1, name: 'Edit subscription' }).waitFor();
+    const editor = page.getByLabel('Filter (optional)');
+    expect(await editor.inputValue()).toBe('');
+    const misspelt = '{\n  "eventType": "purchaseOrder.validated",\n  "payload.totalAmont": { "$gte": "100" }\n}';
+    await editor.fill(misspelt);
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await expect
+      .poll(() => page.getByRole('alert').innerText(), UI)
+      .toMatch(/filter\/payload\.totalAmont: payload\.totalAmont is in the payload schema of none/);
+    expect(await editor.getAttribute('aria-invalid')).toBe('true');
+    expect(await page.locator('#f-filter-error').innerText()).toMatch(/none of the subscribed event types/);
+    const selected = await editor.evaluate((area: HTMLTextAreaElement) =>
+      area.value.slice(area.selectionStart, area.selectionEnd),
+    );
+    expect(selected).toBe('"payload.totalAmont"');
+    // Text that is not JSON is caught before the request.
+    await editor.fill('{ "eventType": }');
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await expect.poll(() => page.getByRole('alert').innerText(), UI).toMatch(/filter: is not JSON: /);
+    const filter = { eventType: 'purchaseOrder.validated', 'payload.totalAmount': { $gte: '100' } };
+    await editor.fill(JSON.stringify(filter, null, 2));
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Subscriptions' }).waitFor();
+    expect((await call('GET', `${WEBHOOKS}/Subscriptions/${subscriptionId}`)).json()).toMatchObject({ filter });
+    // Emptied, the filter is removed (the tests below expect every event delivered).
+    await row(subscriptionId).getByRole('link', { name: /^Edit/ }).click();
+    expect(JSON.parse(await page.getByLabel('Filter (optional)').inputValue())).toEqual(filter);
+    await page.getByLabel('Filter (optional)').fill('');
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Subscriptions' }).waitFor();
+    expect((await call('GET', `${WEBHOOKS}/Subscriptions/${subscriptionId}`)).json()).toMatchObject({ filter: null });
+
     await row(subscriptionId)
       .getByRole('button', { name: /^Rotate secret/ })
       .click();

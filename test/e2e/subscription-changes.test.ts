@@ -86,6 +86,36 @@ describe('subscription changes take effect at once', () => {
   const eventIdOf = (request: ReceivedRequest) => request.headers['x-webhook-event-id'];
   const subscriptionOf = (request: ReceivedRequest) => request.headers['x-webhook-subscription-id'];
 
+  it('a filter set by PATCH applies from the next event: only the events it lets through are delivered', async () => {
+    const target = await stack.receiver();
+    const { id } = await subscribe(target.url, ['purchaseOrder.cancelled']);
+    const order = (totalAmount: string) => JSON.stringify({ id: 'po-f', totalAmount, supplierName: 'Acme' });
+    const raise = async (totalAmount: string) =>
+      (
+        await stack.events.publish([{ tenantId, eventType: 'purchaseOrder.cancelled', payload: order(totalAmount) }])
+      )[0]!;
+    const before = await raise('5.00');
+    await waitFor(() => target.received.some((request) => eventIdOf(request) === before), 'the unfiltered event');
+    const filtered = await api('PATCH', `/Subscriptions/${id}`, { filter: { 'payload.totalAmount': { $gte: 1000 } } });
+    expect(filtered.status).toBe(200);
+    const [small, large, exact, tiny] = [
+      await raise('999.99'),
+      await raise('12500.00'),
+      await raise('1000'),
+      await raise('7'),
+    ];
+    await waitFor(
+      () => [large, exact].every((eventId) => target.received.some((request) => eventIdOf(request) === eventId)),
+      'the events the filter lets through',
+      30_000,
+    );
+    await routedPast();
+    const received = target.received.map(eventIdOf);
+    expect(received).not.toContain(small);
+    expect(received).not.toContain(tiny);
+    expect((await deliveries(id)).map((delivery) => delivery.eventId).sort()).toEqual([before, large, exact].sort());
+  });
+
   it('a subscription created and then an event raised at once: 20 of 20 delivered, none abandoned', async () => {
     const target = await stack.receiver();
     const pairs: { subscriptionId: string; eventId: string }[] = [];

@@ -37,6 +37,15 @@ describe('SubscriptionStore', () => {
     expect(await store.listByTenant(subscription.tenantId)).toEqual([subscription]);
   });
 
+  it('stores a filter as its JSON document, and null for none', async () => {
+    const filter = { 'payload.totalAmount': { $gte: '10000' }, $or: [{ entityId: 'po-1' }, { reference: null }] };
+    const subscription = { ...(await created()), filter };
+    expect(await store.update(subscription)).toBe(true);
+    expect((await store.get(subscription.tenantId, subscription.id))?.filter).toEqual(filter);
+    expect(await store.update({ ...subscription, filter: null })).toBe(true);
+    expect((await store.get(subscription.tenantId, subscription.id))?.filter).toBeNull();
+  });
+
   it('stores maxDeliveriesPerSecond; a row written without the column reads as null (unlimited)', async () => {
     const subscription = { ...(await created()), maxDeliveriesPerSecond: 25 };
     expect(await store.update(subscription)).toBe(true);

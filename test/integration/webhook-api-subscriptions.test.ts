@@ -29,6 +29,7 @@ const VIEW_KEYS = [
   'description',
   'eventTypes',
   'failureDays',
+  'filter',
   'id',
   'maxDeliveriesPerSecond',
   'oauth2',
@@ -81,6 +82,7 @@ describe('webhook API: subscriptions', () => {
       supersedePendingDeliveries: false,
       description: 'orders to the ERP',
       maxDeliveriesPerSecond: null,
+      filter: null,
       status: 'enabled',
       failureDays: 0,
       createdAt: expect.stringMatching(ISO_MS),
@@ -225,6 +227,47 @@ describe('webhook API: subscriptions', () => {
       expect(item.service).toBe('purchase');
       expect(item.description).not.toBe('');
     }
+  });
+
+  describe('filter', () => {
+    const filter = {
+      eventType: 'purchaseOrder.validated',
+      'payload.totalAmount': { $gte: '10000' },
+      $or: [{ 'payload.supplierName': 'Acme Supplies' }, { 'payload.rows.itemCode': { $startsWith: 'TONER-' } }],
+    };
+
+    it('is set at creation, shown by GET and the list, replaced and cleared (null) by PATCH', async () => {
+      const created = (await create(subscriptionBody({ filter }))).body;
+      expect(created.filter).toEqual(filter);
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).body.filter).toEqual(filter);
+      expect((await list()).body.items.find((item) => item.id === created.id)?.filter).toEqual(filter);
+      const narrower = { ...filter, 'payload.currency': 'EUR' };
+      const changed = await hooks('PATCH', `/Subscriptions/${created.id}`, { filter: narrower });
+      expect(changed.status, changed.text).toBe(200);
+      expect(changed.body.filter).toEqual(narrower);
+      const cleared = await hooks('PATCH', `/Subscriptions/${created.id}`, { filter: null });
+      expect(cleared.body.filter).toBeNull();
+      expect((await create(subscriptionBody())).body.filter).toBeNull();
+    });
+
+    it('answers 400 naming the place of each mistake, and a path no subscribed type has; nothing changed', async () => {
+      expectProblem(
+        await hooks('POST', '/Subscriptions', subscriptionBody({ filter: { 'payload.totalAmount': { $gtee: 1 } } })),
+        400,
+        'filter/payload.totalAmount/$gtee',
+      );
+      expectProblem(
+        await hooks('POST', '/Subscriptions', subscriptionBody({ filter: { $or: [{ 'payload.totalAmont': '1' }] } })),
+        400,
+        'filter/$or/0/payload.totalAmont',
+        /none of the subscribed event types/,
+      );
+      expectProblem(await hooks('POST', '/Subscriptions', subscriptionBody({ filter: ['not', 'an object'] })), 400);
+      const created = (await create(subscriptionBody({ filter }))).body;
+      const refused = await hooks('PATCH', `/Subscriptions/${created.id}`, { filter: { 'payload.nope': 1 } });
+      expectProblem(refused, 400, 'filter/payload.nope');
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).body.filter).toEqual(filter);
+    });
   });
 
   describe('maxDeliveriesPerSecond', () => {

@@ -30,6 +30,7 @@ export interface SubscriptionView {
   supersedePendingDeliveries: boolean;
   description: string | null;
   maxDeliveriesPerSecond: number | null;
+  filter: Record<string, unknown> | null;
   status: 'enabled' | 'disabled';
   failureDays: number;
   createdAt: string;
