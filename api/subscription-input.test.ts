@@ -59,6 +59,18 @@ describe('applySubscriptionInput', () => {
     expect(error).toBeInstanceOf(InvalidInputError);
     expect((error as InvalidInputError).errors).toEqual([{ path: 'url', message: expect.stringMatching(/RFC 3986/) }]);
   });
+
+  it("applies ordering 'entity', and an input without ordering keeps the current value", async () => {
+    const base = blankSubscription('t', 's', new Date());
+    const input = { url: 'https://93.184.216.34/hook', eventTypes: ['purchaseOrder.*'] };
+    expect((await applySubscriptionInput(base, input, rules, true)).subscription.ordering).toBe('none');
+    const { subscription: ordered } = await applySubscriptionInput(base, { ...input, ordering: 'entity' }, rules, true);
+    expect(ordered.ordering).toBe('entity');
+    const kept = await applySubscriptionInput(ordered, { description: 'kept' }, rules, false);
+    expect(kept.subscription.ordering).toBe('entity');
+    const unordered = await applySubscriptionInput(ordered, { ordering: 'none' }, rules, false);
+    expect(unordered.subscription.ordering).toBe('none');
+  });
 });
 
 describe('applySubscriptionInput with a filter', () => {

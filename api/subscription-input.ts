@@ -3,7 +3,12 @@ import { ConflictError, InvalidInputError } from '../core/errors.ts';
 import { isEventTypePattern, matchesEventType } from '../core/event-types.ts';
 import { checkWebhookUrl, type Cidr } from '../core/ssrf.ts';
 import { compileFilter, FilterError, pathsUnknownToSchemas, type Filter } from '../core/subscriptions/filter.ts';
-import { type AuthenticationMode, type Subscription } from '../core/subscriptions/subscription.ts';
+import {
+  ORDERINGS,
+  type AuthenticationMode,
+  type Ordering,
+  type Subscription,
+} from '../core/subscriptions/subscription.ts';
 
 /** The request body of POST /Subscriptions (PATCH sends any subset). */
 export interface SubscriptionInput {
@@ -15,6 +20,7 @@ export interface SubscriptionInput {
   apiKey?: { headerName: string; value: string };
   oauth2?: { tokenUrl: string; clientId: string; clientSecret: string; audience?: string; scope?: string };
   supersedePendingDeliveries?: boolean;
+  ordering?: Ordering;
   description?: string | null;
   maxDeliveriesPerSecond?: number | null;
   filter?: Filter | null;
@@ -73,6 +79,14 @@ export const subscriptionFields = {
   supersedePendingDeliveries: {
     type: 'boolean',
     description: 'a newer delivery of the same entity supersedes the pending ones (they end as superseded)',
+  },
+  ordering: {
+    type: 'string',
+    enum: ORDERINGS,
+    description:
+      '`entity`: deliveries of one entity (entityId) arrive in the order their events were raised, each sent once the ' +
+      'one before it was acknowledged, abandoned or superseded; other entities go on in parallel. Replays and test ' +
+      'deliveries are outside the order. `none` (the default): no order',
   },
   description: { type: ['string', 'null'], maxLength: 1000 },
   maxDeliveriesPerSecond: {
@@ -155,6 +169,7 @@ export async function applySubscriptionInput(
   if (input.signatureHeaderName !== undefined) next.signatureHeaderName = input.signatureHeaderName;
   if (input.supersedePendingDeliveries !== undefined)
     next.supersedePendingDeliveries = input.supersedePendingDeliveries;
+  if (input.ordering !== undefined) next.ordering = input.ordering;
   if (input.description !== undefined) next.description = input.description;
   if (input.maxDeliveriesPerSecond !== undefined) next.maxDeliveriesPerSecond = input.maxDeliveriesPerSecond;
   if (input.filter !== undefined) next.filter = input.filter;
@@ -255,6 +270,7 @@ export function subscriptionView(subscription: Subscription, hmacSecret?: string
     apiKey: subscription.apiKeyHeaderName ? { headerName: subscription.apiKeyHeaderName } : null,
     oauth2: subscription.oauth2,
     supersedePendingDeliveries: subscription.supersedePendingDeliveries,
+    ordering: subscription.ordering,
     description: subscription.description,
     maxDeliveriesPerSecond: subscription.maxDeliveriesPerSecond,
     filter: subscription.filter,

@@ -58,6 +58,7 @@ const subscriptionUpdate = {
       supersedePendingDeliveries: true,
       maxDeliveriesPerSecond: 50,
     },
+    { ordering: 'entity' },
     {
       filter: {
         eventType: 'purchaseOrder.validated',
@@ -110,6 +111,7 @@ const subscription = {
     'apiKey',
     'oauth2',
     'supersedePendingDeliveries',
+    'ordering',
     'description',
     'maxDeliveriesPerSecond',
     'filter',
@@ -146,6 +148,11 @@ const subscription = {
       },
     },
     supersedePendingDeliveries: { type: 'boolean' },
+    ordering: {
+      type: 'string',
+      enum: ['none', 'entity'],
+      description: "'entity': each entity's deliveries arrive one at a time, in the order their events were raised",
+    },
     description: nullableString,
     maxDeliveriesPerSecond: {
       type: ['integer', 'null'],

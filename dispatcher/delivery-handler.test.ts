@@ -7,7 +7,7 @@ import { blankSubscription, type Subscription } from '../core/subscriptions/subs
 import { SubscriptionCache } from '../core/subscriptions/subscription-cache.ts';
 import { createAuthHeaders, type TokenFetcher } from './auth-headers.ts';
 import { CircuitBreaker } from './circuit-breaker.ts';
-import { createDeliveryHandler, type AuthHeaders, type CircuitControl } from './delivery-handler.ts';
+import { createDeliveryHandler, type AuthHeaders, type CircuitControl, type EntityOrder } from './delivery-handler.ts';
 import type { OutboundRequest } from './http-sender.ts';
 import type { AttemptResult } from './outcome.ts';
 import { failureWindow } from './outcome.ts';
@@ -74,6 +74,7 @@ interface Setup {
   /** What counting a failure day answers (the store's verdict). */
   failureDay?: { failureDays: number; disabledNow: boolean };
   circuit?: CircuitControl;
+  order?: EntityOrder;
   /** Answers subscriptions.get instead of `subscription` (a real SubscriptionCache, say). */
   lookup?: (tenantId: string, id: string, readSince?: number) => Promise<Subscription | undefined>;
 }
@@ -98,7 +99,7 @@ function setup(options: Setup = {}) {
       async (
         _series: SeriesRef,
         _attempt: Attempt,
-        _next: { status: DeliveryStatus; nextRetryAt: Date | null; abandonReason?: string | null },
+        _next: { status: DeliveryStatus; nextRetryAt: Date | null; abandonReason?: string | null; noted?: boolean },
         _identity?: SeriesIdentity,
       ) => {
         log.push('recordAttempt');
@@ -173,6 +174,7 @@ function setup(options: Setup = {}) {
     concurrency,
     metrics,
     circuit: options.circuit,
+    ...(options.order ? { order: options.order } : {}),
     logger: pino({ level: 'silent' }),
     settings: { retryDelaysMs: DELAYS, deliveryLifetimeMs: DAY, failureDayMs: DAY, autoDisableAfterDays: 10 },
     now: () => clock,
@@ -1015,5 +1017,167 @@ describe('delivery handler: circuit breaker', () => {
     const t = setup({ circuit, subscription: undefined });
     await t.handle(deliveryRecord());
     expect(circuit.enter).not.toHaveBeenCalled();
+  });
+});
+
+describe('ordering "entity"', () => {
+  /** An order whose admission the test sets, logging each call into the handler's log. */
+  function order(admission: { go: true; unlisted?: true } | { go: false; blocker: string }) {
+    const calls: string[] = [];
+    const fake: EntityOrder & { calls: string[] } = {
+      calls,
+      admit: vi.fn(async (record: DeliveryRecord, supersedes: boolean) => {
+        calls.push(`admit ${record.deliveryId} ${supersedes}`);
+        return admission;
+      }),
+      ended: vi.fn(async (record: DeliveryRecord) => {
+        calls.push(`ended ${record.deliveryId}`);
+      }),
+    };
+    return fake;
+  }
+  const ordered = (overrides: Partial<DeliveryRecord> = {}) => deliveryRecord({ orderSeq: 17, ...overrides });
+
+  it('sends an admitted delivery, clears the wait note with its first attempt, and ends its turn once acknowledged', async () => {
+    const gate = order({ go: true });
+    const t = setup({ order: gate });
+    await t.handle(ordered());
+    expect(t.log).toEqual(['send', 'recordAttempt']);
+    expect(gate.calls).toEqual(['admit del-1 false', 'ended del-1']);
+    expect(t.attempts.recordAttempt.mock.calls[0]![2]).toMatchObject({ status: 'acknowledged', noted: true });
+  });
+
+  it('leaves a delivery that must wait unsent: the history names the one it waits for, and its record hops to a check', async () => {
+    const gate = order({ go: false, blocker: 'del-0' });
+    const now = QUEUED_AT + 10 * MINUTE;
+    const t = setup({ order: gate, now });
+    await t.handle(ordered());
+    expect(t.send).not.toHaveBeenCalled();
+    expect(t.log).toEqual(['defer', 'scheduleRetry']);
+    expect(t.attempts.defer).toHaveBeenCalledWith(
+      SERIES,
+      0,
+      null,
+      'waiting for delivery del-0, of an earlier event of entity po-1 (ordering: entity)',
+    );
+    // Waited 10 minutes so far: it checks again in 10, through the longest tier that fits, as a possible duplicate.
+    const [tier, check] = t.scheduleRetry.mock.calls[0]!;
+    expect(DELAYS[tier]).toBe(8 * MINUTE);
+    expect(check).toMatchObject({ attempt: 1, holdUntil: now + 10 * MINUTE, mayBeDuplicate: true, orderSeq: 17 });
+    expect(t.metrics.outcome).toHaveBeenCalledWith('waiting', undefined);
+    expect(gate.calls).toEqual(['admit del-1 false']);
+  });
+
+  it('checks a long wait hourly at most, and never past the deadline', async () => {
+    const late = setup({ order: order({ go: false, blocker: 'del-0' }), now: QUEUED_AT + 10 * HOUR });
+    await late.handle(ordered());
+    expect(late.scheduleRetry.mock.calls[0]![1].holdUntil).toBe(QUEUED_AT + 11 * HOUR);
+    const last = setup({ order: order({ go: false, blocker: 'del-0' }), now: QUEUED_AT + DAY - 5 * MINUTE });
+    await last.handle(ordered());
+    expect(last.scheduleRetry.mock.calls[0]![1].holdUntil).toBe(QUEUED_AT + DAY);
+  });
+
+  it('ends its turn however it ends: abandoned after its last attempt, superseded, subscription gone', async () => {
+    const abandoned = order({ go: true });
+    const t1 = setup({ order: abandoned, results: [failed(null)], now: QUEUED_AT + DAY - 10_000, sendTakesMs: 30_000 });
+    await t1.handle(ordered({ attempt: 12 }));
+    expect(t1.attempts.recordAttempt.mock.calls[0]![2]).toMatchObject({ status: 'abandoned' });
+    expect(abandoned.calls).toEqual(['admit del-1 false', 'ended del-1']);
+
+    const superseded = order({ go: true });
+    const t2 = setup({
+      order: superseded,
+      subscription: subscription({ supersedePendingDeliveries: true }),
+      latest: { deliveryId: 'del-9' },
+    });
+    await t2.handle(ordered());
+    expect(t2.send).not.toHaveBeenCalled();
+    expect(superseded.calls).toEqual(['ended del-1']);
+
+    const deleted = order({ go: true });
+    const t3 = setup({ order: deleted, subscription: undefined });
+    await t3.handle(ordered());
+    expect(deleted.calls).toEqual(['ended del-1']);
+  });
+
+  it('keeps its turn while it retries', async () => {
+    const gate = order({ go: true });
+    const t = setup({ order: gate, results: [failed(503)] });
+    await t.handle(ordered());
+    expect(t.log).toEqual(['send', 'recordAttempt', 'scheduleRetry']);
+    expect(gate.calls).toEqual(['admit del-1 false']);
+    expect(t.scheduleRetry.mock.calls[0]![1]).toMatchObject({ attempt: 2, orderSeq: 17 });
+  });
+
+  it('ends the turn again for a duplicate of an ended delivery (its end may not have released the next)', async () => {
+    const gate = order({ go: true });
+    const t = setup({ order: gate, state: { status: 'acknowledged', attemptCount: 1 } });
+    await t.handle(ordered({ mayBeDuplicate: true }));
+    expect(t.send).not.toHaveBeenCalled();
+    expect(gate.calls).toEqual(['ended del-1']);
+    // One that was attempted and not ended keeps its turn.
+    const retrying = order({ go: true });
+    const t2 = setup({ order: retrying, state: { status: 'retrying', attemptCount: 1 } });
+    await t2.handle(ordered({ mayBeDuplicate: true }));
+    expect(retrying.calls).toEqual([]);
+  });
+
+  it('passes supersedePendingDeliveries to the gate, and leaves replays, tests and unordered records out', async () => {
+    const gate = order({ go: true });
+    const t = setup({ order: gate, subscription: subscription({ supersedePendingDeliveries: true }) });
+    await t.handle(ordered());
+    expect(gate.calls).toEqual(['admit del-1 true', 'ended del-1']);
+    for (const record of [
+      ordered({ replayOf: 'del-0' }),
+      ordered({ test: true }),
+      deliveryRecord(),
+      deliveryRecord({ orderSeq: null }),
+    ]) {
+      const outside = order({ go: false, blocker: 'never' });
+      const u = setup({ order: outside });
+      await u.handle(record);
+      expect(u.send).toHaveBeenCalledTimes(1);
+      expect(outside.calls).toEqual([]);
+      expect(u.attempts.recordAttempt.mock.calls[0]![2].noted).toBeUndefined();
+    }
+  });
+
+  it('sends a delivery without a row only if its state says this attempt was not made (a copy sent twice)', async () => {
+    // Acknowledged through the other copy: this copy's retry must not reach the receiver after later deliveries.
+    const ended = setup({
+      order: order({ go: true, unlisted: true }),
+      state: { status: 'acknowledged', attemptCount: 1 },
+    });
+    await ended.handle(ordered({ attempt: 2 }));
+    expect(ended.send).not.toHaveBeenCalled();
+    const retried = setup({
+      order: order({ go: true, unlisted: true }),
+      state: { status: 'retrying', attemptCount: 2 },
+    });
+    await retried.handle(ordered({ attempt: 2 }));
+    expect(retried.send).not.toHaveBeenCalled();
+    const due = setup({ order: order({ go: true, unlisted: true }), state: { status: 'retrying', attemptCount: 1 } });
+    await due.handle(ordered({ attempt: 2 }));
+    expect(due.send).toHaveBeenCalledTimes(1);
+  });
+
+  it('lets the release of a turn wait for a copy of the same delivery being handled (hopping toward its check), then sends it', async () => {
+    let hopped!: () => void;
+    const hopping = new Promise<void>((resolve) => (hopped = resolve));
+    const gate = order({ go: true });
+    const t = setup({
+      order: gate,
+      state: { status: 'queued', attemptCount: 0 },
+      scheduleRetry: async () => hopping,
+    });
+    const check = t.handle(ordered({ mayBeDuplicate: true, holdUntil: t.now() + 30 * MINUTE }));
+    await new Promise((resolve) => setImmediate(resolve));
+    const release = t.handle(ordered({ mayBeDuplicate: true }));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(t.send).not.toHaveBeenCalled();
+    hopped();
+    await Promise.all([check, release]);
+    expect(t.send).toHaveBeenCalledTimes(1);
+    expect(t.metrics.outcome).not.toHaveBeenCalledWith('duplicate', undefined);
   });
 });

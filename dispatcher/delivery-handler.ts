@@ -6,16 +6,13 @@ import type { CircuitMetrics, DeliveryMetrics } from '../core/metrics.ts';
 import type { Gate } from './circuit-breaker.ts';
 import type { Subscription } from '../core/subscriptions/subscription.ts';
 import { decideFate, failureWindow, holdHop, LIFETIME_EXCEEDED, nextHop, type AttemptResult } from './outcome.ts';
+import { isOrdered } from '../core/deliveries/entity-order.ts';
+import type { Admission } from './entity-order-gate.ts';
 import type { OutboundRequest, Sender } from './http-sender.ts';
 
 /** Where attempts and final states are written. */
 export interface AttemptLog {
-  recordAttempt(
-    series: SeriesRef,
-    attempt: Attempt,
-    next: { status: DeliveryStatus; nextRetryAt: Date | null; abandonReason?: string | null },
-    identity?: SeriesIdentity,
-  ): Promise<void>;
+  recordAttempt(series: SeriesRef, attempt: Attempt, next: AttemptOutcome, identity?: SeriesIdentity): Promise<void>;
   finish(series: SeriesRef, status: DeliveryStatus, abandonReason: string, attemptsMade: number): Promise<void>;
   defer(series: SeriesRef, attemptsMade: number, nextRetryAt: Date | null, reason: string): Promise<void>;
   state(tenantId: string, deliveryId: string): Promise<SeriesState | undefined>;
@@ -26,10 +23,31 @@ export interface AttemptLog {
   ): Promise<{ deliveryId: string } | undefined>;
 }
 
+/**
+ * The state an attempt leaves its series in. `noted`: a note may have been written before this first attempt (an
+ * ordered delivery's wait), which its empty error and next retry clear.
+ */
+export interface AttemptOutcome {
+  status: DeliveryStatus;
+  nextRetryAt: Date | null;
+  abandonReason?: string | null;
+  noted?: boolean;
+}
+
+/** Ordered delivery per entity (entity-order-gate.ts): whether a delivery may be sent now, and the end of one. */
+export interface EntityOrder {
+  admit(record: DeliveryRecord & { orderSeq: number }, supersedes: boolean): Promise<Admission>;
+  ended(record: DeliveryRecord & { orderSeq: number }): Promise<void>;
+}
+
 /** The gate of a dispatcher without a circuit breaker: every attempt goes out. */
 const OPEN_GATE: Gate & { send: true } = { send: true, probe: false };
 
 const FINAL: ReadonlySet<DeliveryStatus> = new Set(['acknowledged', 'abandoned', 'superseded']);
+
+/** How long an ordered delivery waits before its record checks its turn itself (the release normally comes first). */
+const ORDER_CHECK_MIN_MS = 60_000;
+const ORDER_CHECK_MAX_MS = 3_600_000;
 
 /** Moves a failed delivery to a retry tier; resolves once Kafka acknowledged it. */
 export type RetryScheduler = (tier: number, record: DeliveryRecord) => Promise<void>;
@@ -82,6 +100,8 @@ export interface DeliveryHandlerDeps {
   circuit?: CircuitControl;
   circuitMetrics?: Pick<CircuitMetrics, 'deferred'>;
   replayOutcomes?: ReplayOutcomeLog;
+  /** Ordered delivery per entity; without it, no delivery waits for another. */
+  order?: EntityOrder;
   settings: {
     retryDelaysMs: readonly number[];
     deliveryLifetimeMs: number;
@@ -127,6 +147,37 @@ export function createDeliveryHandler(
     queuedAt: record.queuedAt,
   });
 
+  /** An ordered delivery has ended: the next of its entity goes on (entity-order-gate.ts). */
+  const endOrdered = async (record: DeliveryRecord) => {
+    const order = deps.order;
+    if (!order || !isOrdered(record)) return;
+    await durably('releasing the next delivery of the entity', record, () => order.ended(record));
+  };
+
+  /**
+   * Leaves an ordered delivery waiting for an earlier one of its entity, without an attempt: the history says which,
+   * and the earlier one's end publishes it again. Meanwhile its record hops through the retry tiers toward a check (a
+   * safety net should that release be lost in a crash: sooner for a short wait, at most hourly) or its deadline.
+   */
+  const wait = async (record: DeliveryRecord, blocker: string, deadline: number) => {
+    const at = now();
+    const checkAt = Math.min(
+      deadline,
+      at + Math.min(Math.max(at - record.queuedAt, ORDER_CHECK_MIN_MS), ORDER_CHECK_MAX_MS),
+    );
+    const reason = `waiting for delivery ${blocker}, of an earlier event of entity ${record.entityId} (ordering: entity)`;
+    await durably('recording the wait', record, () =>
+      deps.attempts.defer(seriesOf(record), record.attempt - 1, null, reason),
+    );
+    const hop = holdHop(at, checkAt, settings.retryDelaysMs);
+    const { expiryHop: _hop, holdUntil: _held, ...series } = record;
+    // A possible duplicate when it comes back: the release may have sent it meanwhile.
+    const check = { ...series, dueAt: hop.dueAt, holdUntil: checkAt, mayBeDuplicate: true };
+    await durably('scheduling the wait check', record, () => deps.scheduleRetry(hop.tier, check));
+    deps.metrics?.outcome('waiting', undefined);
+    logger.info(logFields(record, 'waiting', { blocker }), 'delivery waiting for an earlier one of its entity');
+  };
+
   /** Counts the end of a bulk replay job's replay toward the job's progress. */
   const countReplay = async (record: DeliveryRecord, outcome: 'delivered' | 'failed') => {
     const jobId = record.replayJobId;
@@ -147,6 +198,7 @@ export function createDeliveryHandler(
     ours = false,
   ) => {
     await deps.attempts.finish(seriesOf(record), 'abandoned', reason, record.attempt - 1);
+    await endOrdered(record);
     await countReplay(record, 'failed');
     if (!ours) await countFailureDay(record, subscription);
     deps.metrics?.outcome('abandoned', undefined);
@@ -207,10 +259,12 @@ export function createDeliveryHandler(
   };
 
   /** The attempt each series being handled here is making: a duplicate record may arrive while the first is busy. */
-  const handling = new Map<string, number>();
-  const skipDuplicate = (record: DeliveryRecord, status: string) => {
+  const handling = new Map<string, { attempt: number; done: Promise<void> }>();
+  const skipDuplicate = async (record: DeliveryRecord, status: string) => {
     deps.metrics?.outcome('duplicate', undefined);
     logger.info(logFields(record, 'duplicate', { status }), 'duplicate delivery record skipped');
+    // An ended series whose end may not have released the next of its entity (a crash in between): done again.
+    if (FINAL.has(status as DeliveryStatus)) await endOrdered(record);
   };
 
   const handle = async (record: DeliveryRecord, slot: { release(): void } | undefined) => {
@@ -263,9 +317,23 @@ export function createDeliveryHandler(
           `superseded by ${latest.deliveryId}`,
           record.attempt - 1,
         );
+        await endOrdered(record);
         deps.metrics?.outcome('superseded', undefined);
         logger.info(logFields(record, 'superseded', { by: latest.deliveryId }), 'delivery superseded');
         return;
+      }
+    }
+
+    if (deps.order && isOrdered(record)) {
+      // Ordering 'entity': sent only once no earlier delivery of its entity is pending.
+      const admission = await deps.order.admit(record, subscription.supersedePendingDeliveries);
+      if (!admission.go) return wait(record, admission.blocker, deadline);
+      if (admission.unlisted) {
+        // No row: it ended, or this attempt was made by a copy of it (a duplicate). Sent again, it could reach the
+        // receiver after the entity's later deliveries.
+        const state = await deps.attempts.state(record.tenantId, record.deliveryId);
+        if (state && (FINAL.has(state.status) || state.attemptCount >= record.attempt))
+          return skipDuplicate(record, state.status);
       }
     }
 
@@ -307,11 +375,12 @@ export function createDeliveryHandler(
     const { statusCode, errorMessage, durationMs } = result;
     const attempt: Attempt = { attempt: record.attempt, at, statusCode, errorMessage, durationMs };
     const identity = record.replayOf === null ? undefined : identityOf(record);
+    const noted = isOrdered(record) ? { noted: true } : {};
     const write = (next: { status: DeliveryStatus; nextRetryAt: Date | null; abandonReason?: string }) =>
       durably('recording the attempt', record, () =>
         identity
-          ? deps.attempts.recordAttempt(seriesOf(record), attempt, next, identity)
-          : deps.attempts.recordAttempt(seriesOf(record), attempt, next),
+          ? deps.attempts.recordAttempt(seriesOf(record), attempt, { ...next, ...noted }, identity)
+          : deps.attempts.recordAttempt(seriesOf(record), attempt, { ...next, ...noted }),
       );
     const logBase = logFields(record, fate.kind === 'expire' ? 'retrying' : fate.kind, {
       statusCode: result.statusCode,
@@ -321,6 +390,7 @@ export function createDeliveryHandler(
     if (fate.kind === 'acknowledged') {
       deps.metrics?.outcome('acknowledged', result.durationMs);
       await write({ status: 'acknowledged', nextRetryAt: null });
+      await endOrdered(record);
       await countReplay(record, 'delivered');
       if (subscription.failureDays > 0 && !record.test) {
         await durably('resetting failure days', record, () =>
@@ -349,6 +419,7 @@ export function createDeliveryHandler(
     } else {
       deps.metrics?.outcome('abandoned', result.durationMs);
       await write({ status: 'abandoned', nextRetryAt: null, abandonReason: fate.reason });
+      await endOrdered(record);
       await countReplay(record, 'failed');
       await durably('counting the failure day', record, () => countFailureDay(record, subscription));
       logger.info({ ...logBase, reason: fate.reason, error: result.errorMessage }, 'delivery abandoned');
@@ -357,15 +428,28 @@ export function createDeliveryHandler(
 
   return async (record, slot) => {
     // Two records of one series in this process at once (a possible duplicate beside its original, both read before
-    // either wrote): the one that comes second, for an attempt no later than the first's, is the duplicate.
-    const busy = handling.get(record.deliveryId);
-    if (record.mayBeDuplicate && busy !== undefined && busy >= record.attempt)
-      return skipDuplicate(record, 'in flight');
-    if (busy === undefined) handling.set(record.deliveryId, record.attempt);
+    // either wrote): the one that comes second, for an attempt no later than the first's, is the duplicate. Except for
+    // an ordered delivery: the first may only be waiting or hopping toward a check, and the second be the release of
+    // its turn. It waits for the first to finish (holding no slot), then decides from what the first left.
+    let busy = handling.get(record.deliveryId);
+    while (record.mayBeDuplicate && busy !== undefined && busy.attempt >= record.attempt) {
+      if (!isOrdered(record)) return skipDuplicate(record, 'in flight');
+      slot?.release();
+      slot = undefined;
+      await busy.done;
+      busy = handling.get(record.deliveryId);
+    }
+    if (busy !== undefined) return handle(record, slot);
+    let done!: () => void;
+    handling.set(record.deliveryId, {
+      attempt: record.attempt,
+      done: new Promise<void>((resolve) => (done = resolve)),
+    });
     try {
       await handle(record, slot);
     } finally {
-      if (busy === undefined) handling.delete(record.deliveryId);
+      handling.delete(record.deliveryId);
+      done();
     }
   };
 }

@@ -32,6 +32,8 @@ import { CircuitBreaker } from './circuit-breaker.ts';
 import { ConcurrencyLimiter } from './concurrency-limiter.ts';
 import { RateLimiter } from './rate-limiter.ts';
 import { createDeliveryHandler } from './delivery-handler.ts';
+import { EntityOrderGate } from './entity-order-gate.ts';
+import { EntityOrderStore } from '../core/deliveries/entity-order.ts';
 import { createGuardedAgent, createSender } from './http-sender.ts';
 import { OriginGate } from './origin-gate.ts';
 import { retryAfterCap } from './outcome.ts';
@@ -85,6 +87,11 @@ export async function startDispatcher(
   );
   metrics.circuit.readOpen(() => circuit.openCount());
 
+  const attempts = new DeliveryStore(platform.db, webhook.historyRetentionMs, {
+    ...config.cassandra.writeBatch,
+    lingerMs: config.dispatcher.historyLingerMs,
+  });
+  const orderStore = new EntityOrderStore(platform.db);
   const handle = createDeliveryHandler({
     subscriptions: {
       get: (tenantId, id, readSince) => cache.get(tenantId, id, readSince),
@@ -92,14 +99,14 @@ export async function startDispatcher(
       recordFailureDay: (tenantId, id, window, disableAt) =>
         subscriptionStore.recordFailureDay(tenantId, id, window, disableAt),
     },
-    attempts: new DeliveryStore(platform.db, webhook.historyRetentionMs, {
-      ...config.cassandra.writeBatch,
-      lingerMs: config.dispatcher.historyLingerMs,
-    }),
+    attempts,
+    // A record is a possible duplicate only when the handler says so (an ordered delivery's wait check).
     scheduleRetry: async (tier, record) =>
       publisher.publish([
-        await deliveryMessage(topics.retries[tier]!.topic, { ...record, mayBeDuplicate: false }, (value) =>
-          codec.encode(value),
+        await deliveryMessage(
+          topics.retries[tier]!.topic,
+          { ...record, mayBeDuplicate: record.mayBeDuplicate === true },
+          (value) => codec.encode(value),
         ),
       ]),
     send,
@@ -122,6 +129,27 @@ export async function startDispatcher(
     concurrency: limiter,
     circuit,
     circuitMetrics: metrics.circuit,
+    order: new EntityOrderGate({
+      ledger: orderStore,
+      state: (tenantId, deliveryId) => attempts.state(tenantId, deliveryId),
+      supersede: async (row, state, by) => {
+        await attempts.finish(
+          { tenantId: by.tenantId, deliveryId: row.deliveryId, queuedAt: row.record.queuedAt },
+          'superseded',
+          `superseded by ${by.deliveryId}`,
+          state.attemptCount,
+        );
+        metrics.delivery.outcome('superseded', undefined);
+        logger.info({ deliveryId: row.deliveryId, by: by.deliveryId, outcome: 'superseded' }, 'delivery superseded');
+      },
+      // Its turn has come: back on the deliveries topic, checked there like any possible duplicate.
+      release: async (record) =>
+        publisher.publish([
+          await deliveryMessage(topics.deliveries, { ...record, mayBeDuplicate: true }, (value) => codec.encode(value)),
+        ]),
+      now: Date.now,
+      lifetimeMs: webhook.deliveryLifetimeMs,
+    }),
     replayOutcomes: {
       ended: async (tenantId, jobId, outcome) => {
         await replayJobs.countOutcome(tenantId, jobId, outcome);

@@ -34,6 +34,7 @@ type Call =
   | { kind: 'subscriptionsOf'; tenantId: string }
   | { kind: 'createDeliveries'; event: StoredEvent; deliveries: Delivery[]; writeTime: number }
   | { kind: 'markLatestForEntity'; delivery: Delivery; writeTime: number }
+  | { kind: 'enqueueOrdered'; records: DeliveryRecord[]; writeTime: number }
   | { kind: 'publish'; records: DeliveryRecord[] };
 
 /** In-memory dependencies that log every call in order. */
@@ -57,6 +58,10 @@ function fakes(
         // Yield first: a publish that did not wait for this write would overtake it in the log.
         await new Promise((resolve) => setImmediate(resolve));
         calls.push({ kind: 'markLatestForEntity', delivery, writeTime });
+      },
+      enqueueOrdered: async (records, writeTime) => {
+        await new Promise((resolve) => setImmediate(resolve));
+        calls.push({ kind: 'enqueueOrdered', records, writeTime });
       },
     },
     publish: async (records) => {
@@ -396,5 +401,96 @@ describe('routeEvent with subscription filters', () => {
     const subs = [subscription('tested', { filter: { eventType: 'never.this' } })];
     const records = await routeEvent({ ...order, testSubscriptionId: 'tested' }, RECEIVED_AT, fakes(subs).deps);
     expect(records.map((record) => record.subscriptionId)).toEqual(['tested']);
+  });
+
+  describe('ordering "entity"', () => {
+    /** A source position whose earlier events finish writing when the test says so. */
+    function source(offset: number) {
+      const log: string[] = [];
+      let release!: () => void;
+      const earlierWritten = new Promise<void>((resolve) => (release = resolve));
+      return {
+        log,
+        release,
+        source: {
+          offset,
+          written: () => log.push('written'),
+          earlier: async () => {
+            log.push('earlier');
+            await earlierWritten;
+          },
+        },
+      };
+    }
+
+    it("gives an ordered subscription's delivery its event's offset and writes its row before publishing", async () => {
+      const { deps, calls } = fakes([subscription('ordered', { ordering: 'entity' }), subscription('plain')]);
+      const position = source(41);
+      position.release();
+      const records = await routeEvent(event, RECEIVED_AT, { ...deps, source: position.source });
+      expect(records.map((record) => [record.subscriptionId, record.orderSeq])).toEqual([
+        ['ordered', 41],
+        ['plain', undefined],
+      ]);
+      expect(calls.map((c) => c.kind)).toEqual(['subscriptionsOf', 'createDeliveries', 'enqueueOrdered', 'publish']);
+      const enqueued = calls.find((c) => c.kind === 'enqueueOrdered');
+      expect(enqueued?.kind === 'enqueueOrdered' && enqueued.records).toEqual([records[0]]);
+      expect(enqueued?.kind === 'enqueueOrdered' && enqueued.writeTime).toBe(RECEIVED_AT);
+      expect(position.log).toEqual(['written', 'earlier']);
+    });
+
+    it('publishes an ordered delivery only once the earlier events of its partition have written their rows', async () => {
+      const { deps, calls } = fakes([subscription('ordered', { ordering: 'entity' })]);
+      const position = source(7);
+      const routing = routeEvent(event, RECEIVED_AT, { ...deps, source: position.source });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      // Its own rows are written and said so (later events need not wait for it), but it is not published yet.
+      expect(position.log).toEqual(['written', 'earlier']);
+      expect(calls.map((c) => c.kind)).not.toContain('publish');
+      position.release();
+      await routing;
+      expect(calls.at(-1)?.kind).toBe('publish');
+    });
+
+    it('does not wait for earlier events when it has no ordered delivery', async () => {
+      const { deps, calls } = fakes([subscription('plain')]);
+      const position = source(7); // never released
+      await routeEvent(event, RECEIVED_AT, { ...deps, source: position.source });
+      expect(position.log).toEqual(['written']);
+      expect(calls.map((c) => c.kind)).toEqual(['subscriptionsOf', 'createDeliveries', 'publish']);
+    });
+
+    it('says its rows are written when no subscription matches', async () => {
+      const { deps } = fakes([subscription('other', { eventTypes: ['invoice.*'] })]);
+      const position = source(7);
+      expect(await routeEvent(event, RECEIVED_AT, { ...deps, source: position.source })).toEqual([]);
+      expect(position.log).toEqual(['written']);
+    });
+
+    it('orders neither test deliveries nor deliveries routed without a source position', async () => {
+      const subs = [subscription('ordered', { ordering: 'entity' })];
+      const test = fakes(subs);
+      const position = source(3);
+      position.release();
+      const [tested] = await routeEvent({ ...event, testSubscriptionId: 'ordered' }, RECEIVED_AT, {
+        ...test.deps,
+        source: position.source,
+      });
+      expect(tested!.orderSeq).toBeUndefined();
+      expect(test.calls.map((c) => c.kind)).not.toContain('enqueueOrdered');
+      const bare = fakes(subs);
+      const [record] = await routeEvent(event, RECEIVED_AT, bare.deps);
+      expect(record!.orderSeq).toBeUndefined();
+    });
+
+    it('writes the row again for a queued series published again (its first routing may have stopped before it)', async () => {
+      const routed = new Map<string, DeliveryStatus>([[deliveryIdFor(event.eventId, 'ordered'), 'queued']]);
+      const { deps, calls } = fakes([subscription('ordered', { ordering: 'entity' })], { routed });
+      const position = source(9);
+      position.release();
+      const [record] = await routeEvent(event, RECEIVED_AT, { ...deps, source: position.source }, true);
+      expect(record).toMatchObject({ orderSeq: 9, mayBeDuplicate: true });
+      expect(calls.map((c) => c.kind)).toEqual(['subscriptionsOf', 'enqueueOrdered', 'publish']);
+    });
   });
 });

@@ -12,6 +12,8 @@ export interface RoutingStore {
   /** The status of each of the event's deliveries already stored, if the event was routed before (else empty). */
   routedBefore(tenantId: string, eventId: string, deliveryIds: string[]): Promise<Map<string, DeliveryStatus>>;
   markLatestForEntity(delivery: Delivery, writeTime: number): Promise<void>;
+  /** Writes the entity-order rows of ordered deliveries (core/deliveries/entity-order.ts) before they are published. */
+  enqueueOrdered(records: (DeliveryRecord & { orderSeq: number })[], writeTime: number): Promise<void>;
 }
 
 export interface RouterDeps {
@@ -22,6 +24,12 @@ export interface RouterDeps {
   payloadLimitBytes: number;
   /** Told of each subscription whose filter refused the event (it gets no delivery). */
   filtered?: (subscription: Subscription) => void;
+  /**
+   * The event's place in its source partition (ordering 'entity' orders deliveries by it), and the router's source
+   * order (router/source-order.ts): `written` once this event's rows are stored, `earlier` resolving once every earlier
+   * event of its partition has stored its own. Without them, no delivery is ordered.
+   */
+  source?: { offset: number; written(): void; earlier(): Promise<void> };
   /** Told how long the two waits of routing took (ms): the history write, and the publication. */
   observe?: (part: 'routing_write' | 'routing_publish', ms: number) => void;
 }
@@ -54,7 +62,10 @@ export async function routeEvent(
           (subscription.filter === null || passesFilter(subscription, (subject ??= subjectOf(event)), deps))
         : subscription.id === test),
   );
-  if (subscriptions.length === 0) return [];
+  if (subscriptions.length === 0) {
+    deps.source?.written();
+    return [];
+  }
   // Only an event that may be a repeat costs a read: the first routing of an event, the hot path, reads nothing.
   const routed = mayBeRepeat
     ? await deps.store.routedBefore(
@@ -65,6 +76,7 @@ export async function routeEvent(
     : new Map<string, DeliveryStatus>();
   // After the subscriptions were read: a dispatcher reading them as of this time sees at least what was routed with.
   const routedAt = Date.now();
+  const source = deps.source;
   const all = subscriptions.map((subscription) => {
     const envelope = buildEnvelope(envelopeFields(event, subscription.id), event.payload, deps.payloadLimitBytes);
     const signature =
@@ -90,6 +102,7 @@ export async function routeEvent(
         ...(test === null ? {} : { test: true }),
         routedAt,
         subscriptionVersion: subscription.updatedAt.getTime(),
+        ...(subscription.ordering === 'entity' && test === null && source ? { orderSeq: source.offset } : {}),
       } satisfies DeliveryRecord,
     };
   });
@@ -101,20 +114,33 @@ export async function routeEvent(
         ? { subscription, record: { ...record, mayBeDuplicate: true } }
         : { subscription, record },
     );
-  if (records.length === 0) return [];
+  if (records.length === 0) {
+    source?.written();
+    return [];
+  }
   const fresh = records.filter(({ record }) => !routed.has(record.deliveryId));
   const deliveries = fresh.map(({ record }) => queuedDelivery(record));
+  // Every ordered delivery about to be published has its row, a queued one published again too (its first routing
+  // may have stopped before writing it): the same cells, from the same source record.
+  const ordered = records
+    .map(({ record }): DeliveryRecord => record)
+    .filter((record): record is DeliveryRecord & { orderSeq: number } => typeof record.orderSeq === 'number');
   // A payload over the limit is never embedded, so it is not kept either (it can be tens of megabytes).
   const kept = event.payload !== null && event.payload.length <= deps.payloadLimitBytes ? event.payload : null;
   const writing = performance.now();
-  if (deliveries.length > 0) await deps.store.createDeliveries(storedEvent(event, kept), deliveries, receivedAt);
-  await Promise.all(
-    fresh.map(({ subscription }, index) =>
+  await Promise.all([
+    deliveries.length > 0 ? deps.store.createDeliveries(storedEvent(event, kept), deliveries, receivedAt) : null,
+    ordered.length > 0 ? deps.store.enqueueOrdered(ordered, receivedAt) : null,
+    ...fresh.map(({ subscription }, index) =>
       subscription.supersedePendingDeliveries && test === null
         ? deps.store.markLatestForEntity(deliveries[index]!, receivedAt)
         : null,
     ),
-  );
+  ]);
+  source?.written();
+  // An ordered delivery is published once every earlier event of the partition has its rows: a dispatcher that sees
+  // it finds every delivery it must wait for.
+  if (ordered.length > 0) await source?.earlier();
   const publishing = performance.now();
   deps.observe?.('routing_write', publishing - writing);
   await deps.publish(records.map(({ record }) => record));

@@ -16,6 +16,7 @@ import { storedEvent, type StoredEvent } from '../core/deliveries/delivery.ts';
 import { newId } from '../core/ids.ts';
 import { ReplayJobStore } from '../core/replay-jobs/replay-job-store.ts';
 import { ReplayRunner } from './replay-runner.ts';
+import { SourceOrder } from './source-order.ts';
 
 interface IntegrationEvent extends Omit<StoredEvent, 'payload'> {
   payload: Buffer;
@@ -40,6 +41,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
   const eventCodec = await codecFor<IntegrationEvent>(platform.registry, 'integrationEvent', topics.purchaseEvents);
   readiness.set('schema registry', () => undefined); // it answered: the codecs above were fetched
   const publisher = await Publisher.connect(platform.kafka);
+  const sourceOrder = new SourceOrder();
   const consumer = new ConsumerRunner(platform.kafka, {
     groupId: `${config.kafka.topicPrefix}webhook-router`,
     topics: config.kafka.sourceTopics,
@@ -53,15 +55,27 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
       process.exit(1);
     },
     // Partitions that changed hands may carry change markers their previous owner handled: read every tenant afresh.
-    onJoin: () => cache.clear(),
+    onJoin: () => {
+      cache.clear();
+      sourceOrder.clear();
+    },
     handle: async (record) => {
+      // Entered before any wait, so in the partition's order; written once this event's rows are (or, at the latest,
+      // once it is routed). A failed try stays entered: it is tried again, and the events after it keep waiting.
+      const partition = `${record.topic}/${record.partition}`;
+      const offset = Number(record.offset);
+      sourceOrder.enter(partition, offset);
       const changed = changedTenant(record);
       if (changed !== undefined) {
         // Dropped at once, before any later record of the partition is handled (they start after this one does).
         cache.forget(changed);
+        sourceOrder.written(partition, offset);
         return;
       }
-      if (!record.value) return;
+      if (!record.value) {
+        sourceOrder.written(partition, offset);
+        return;
+      }
       const started = Date.now();
       metrics.stage('event_to_routed', started - record.timestamp);
       const decoded = await eventCodec.decode(record.value);
@@ -75,6 +89,11 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
           store,
           payloadLimitBytes: config.webhook.payloadLimitBytes,
           observe: (part, ms) => metrics.stage(part, ms),
+          source: {
+            offset,
+            written: () => sourceOrder.written(partition, offset),
+            earlier: () => sourceOrder.earlier(partition, offset),
+          },
           filtered: (subscription) => metrics.filtered(subscription.tenantId, subscription.id),
           publish: async (records) =>
             publisher.publish(
@@ -87,6 +106,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
         },
         mayBeRepeat,
       );
+      sourceOrder.written(partition, offset);
       metrics.stage('routing', Date.now() - started);
       metrics.routed(routed.length);
       logger.info({ eventId: event.eventId, eventType: event.eventType, deliveries: routed.length }, 'event routed');

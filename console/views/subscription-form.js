@@ -31,6 +31,7 @@ const FIELDS = {
   'oauth2.audience': 'f-oauth-audience',
   'oauth2.scope': 'f-oauth-scope',
   supersedePendingDeliveries: 'f-supersede',
+  ordering: 'f-ordering',
   filter: 'f-filter',
 };
 
@@ -126,6 +127,12 @@ function subscriptionForm(types, current, saved) {
     checked: current?.supersedePendingDeliveries ?? false,
     'aria-describedby': 'f-supersede-hint',
   });
+  const ordering = h('input', {
+    type: 'checkbox',
+    id: 'f-ordering',
+    checked: current?.ordering === 'entity',
+    'aria-describedby': 'f-ordering-hint',
+  });
   const filter = h(
     'textarea',
     { id: 'f-filter', class: 'code', rows: 6, spellcheck: 'false', placeholder: FILTER_EXAMPLE },
@@ -163,6 +170,19 @@ function subscriptionForm(types, current, saved) {
         'When a newer event of the same entity is queued, older pending deliveries of it are not attempted again.',
       ),
     ),
+    h(
+      'div',
+      { class: 'field check' },
+      ordering,
+      h('label', { for: 'f-ordering' }, "Deliver each entity's events in order"),
+      h(
+        'p',
+        { class: 'hint', id: 'f-ordering-hint' },
+        'Deliveries of one entity (the same entityId) arrive one at a time, in the order their events were raised: ' +
+          'each waits until the one before it is acknowledged, abandoned or superseded. Other entities are not held ' +
+          'back; replays and test events are sent outside this order.',
+      ),
+    ),
     field(
       filter,
       'Filter (optional)',
@@ -178,7 +198,7 @@ function subscriptionForm(types, current, saved) {
     event.preventDefault();
     clearFieldErrors(form);
     const { body, errors } = requestBody(
-      { url, description, picker, modes, hmac, apiKey, oauth, supersede, filter },
+      { url, description, picker, modes, hmac, apiKey, oauth, supersede, ordering, filter },
       current,
     );
     if (errors.length > 0) {
@@ -218,6 +238,8 @@ function requestBody(form, current) {
   if (changed(form.supersede.checked, current?.supersedePendingDeliveries)) {
     body.supersedePendingDeliveries = form.supersede.checked;
   }
+  const ordering = form.ordering.checked ? 'entity' : 'none';
+  if (changed(ordering, current?.ordering)) body.ordering = ordering;
   const filterText = form.filter.value.trim();
   if (filterText) {
     try {

@@ -23,6 +23,11 @@ export interface DeliveryRecord {
   /** The bulk replay job that queued this replay: the dispatcher counts the series' end toward the job's progress. */
   replayJobId?: string | null;
   /**
+   * A delivery of a subscription with ordering 'entity': its event's place in its source topic partition (the offset),
+   * which orders it among the entity's pending deliveries (entity-order.ts). Null or absent: no order.
+   */
+  orderSeq?: number | null;
+  /**
    * Transport flags, carried in Kafka headers rather than in the Avro record. `expiryHop`: the record carries no
    * attempt, it only waits in a tier for the series' deadline. `mayBeDuplicate`: the series may have been sent before
    * (its event was routed again), so its stored state is checked before sending. `holdUntil` (epoch ms): a Retry-After
@@ -113,6 +118,7 @@ export function fromDeliveryMessage(message: ConsumedRecord, decoded: DeliveryRe
     replayOf: decoded.replayOf,
     test: decoded.test,
     replayJobId: decoded.replayJobId,
+    orderSeq: decoded.orderSeq,
     expiryHop: message.headers[EXPIRY_HOP_HEADER] === '1',
     mayBeDuplicate: message.redelivered === true || message.headers[MAY_BE_DUPLICATE_HEADER] === '1',
     holdUntil: holdUntil === undefined ? undefined : Number(holdUntil),

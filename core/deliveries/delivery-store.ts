@@ -6,6 +6,8 @@ import {
   type WriteStatement,
 } from '../write-batcher.ts';
 import type { Attempt, Delivery, DeliveryStatus, StoredEvent } from './delivery.ts';
+import type { DeliveryRecord } from './delivery-record.ts';
+import { EntityOrderStore } from './entity-order.ts';
 import { attemptWriteTime, deferWriteTime, finishWriteTime, queuedWriteTime } from './write-time.ts';
 
 const HOUR = 3_600_000;
@@ -27,6 +29,8 @@ export type SeriesIdentity = Pick<
 export interface SeriesState {
   status: DeliveryStatus;
   attemptCount: number;
+  /** When its next attempt is due (retrying, or deferred), if it has one. */
+  nextRetryAt?: Date | null;
 }
 
 /**
@@ -56,6 +60,11 @@ export class DeliveryStore {
   ) {
     this.ttlSeconds = Math.max(1, Math.round(retentionMs / 1000));
     this.writes = new WriteBatcher(statementSender(db), batching);
+  }
+
+  /** The entity-order rows of ordered deliveries about to be published (entity-order.ts), stamped like their routing. */
+  async enqueueOrdered(records: (DeliveryRecord & { orderSeq: number })[], writeTime: number): Promise<void> {
+    await this.writes.write(records.map((record) => EntityOrderStore.enqueue(record, writeTime)));
   }
 
   /**
@@ -161,13 +170,14 @@ export class DeliveryStore {
   async recordAttempt(
     series: SeriesRef,
     attempt: Attempt,
-    next: { status: DeliveryStatus; nextRetryAt: Date | null; abandonReason?: string | null },
+    next: { status: DeliveryStatus; nextRetryAt: Date | null; abandonReason?: string | null; noted?: boolean },
     identity?: SeriesIdentity,
   ): Promise<void> {
     const ttl = this.ttlSeconds;
     const { tenantId, deliveryId } = series;
-    // After the first attempt, a null must clear what an earlier attempt wrote; before it, nothing was written.
-    const clear = <T>(value: T | null) => (attempt.attempt === 1 ? unset(value) : value);
+    // After the first attempt, a null must clear what an earlier attempt wrote; before it, nothing was written, unless
+    // a note was (`noted`: an ordered delivery's wait).
+    const clear = <T>(value: T | null) => (attempt.attempt === 1 && !next.noted ? unset(value) : value);
     const fixed = identity
       ? {
           columns: `, event_id = ?, event_type = ?, subscription_id = ?, entity_id = ?, occurred_at = ?, replay_of = ?,
@@ -274,13 +284,17 @@ export class DeliveryStore {
   /** The status and attempt count of a series, or undefined when it has no row. */
   async state(tenantId: string, deliveryId: string): Promise<SeriesState | undefined> {
     const row = (
-      await this.db.execute('SELECT status, attempt_count FROM deliveries WHERE tenant_id = ? AND id = ?', [
-        tenantId,
-        deliveryId,
-      ])
+      await this.db.execute(
+        'SELECT status, attempt_count, next_retry_at FROM deliveries WHERE tenant_id = ? AND id = ?',
+        [tenantId, deliveryId],
+      )
     ).first();
     if (!row || row.status === null) return undefined;
-    return { status: row.status as DeliveryStatus, attemptCount: Number(row.attempt_count ?? 0) };
+    return {
+      status: row.status as DeliveryStatus,
+      attemptCount: Number(row.attempt_count ?? 0),
+      nextRetryAt: (row.next_retry_at as Date | null) ?? null,
+    };
   }
 
   /** Several deliveries of a tenant in one request (IN on the last partition key column), in the order of `ids`. */

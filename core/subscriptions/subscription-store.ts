@@ -20,6 +20,7 @@ const OWNER_COLUMNS = [
   'description',
   'max_deliveries_per_second',
   'filter',
+  'ordering',
 ];
 
 /** A failure day counted: the counter now, whether the subscription is disabled, and whether this count disabled it. */
@@ -114,6 +115,7 @@ export class SubscriptionStore {
       subscription.description,
       subscription.maxDeliveriesPerSecond,
       subscription.filter === null ? null : JSON.stringify(subscription.filter),
+      subscription.ordering,
     ];
   }
 
@@ -215,6 +217,8 @@ export class SubscriptionStore {
       maxDeliveriesPerSecond: typeof row.max_deliveries_per_second === 'number' ? row.max_deliveries_per_second : null,
       // Null (every event of its types) for rows written before the column existed (migration 012).
       filter: typeof row.filter === 'string' ? (JSON.parse(row.filter) as Filter) : null,
+      // 'none' for rows written before the column existed (migration 013).
+      ordering: row.ordering === 'entity' ? 'entity' : 'none',
       status: row.status === 'disabled' ? 'disabled' : 'enabled',
       failureDays: Number(row.failure_days ?? 0),
       lastFailureWindow: lastWindow ? lastWindow.toNumber() : null,

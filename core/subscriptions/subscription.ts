@@ -3,6 +3,9 @@ import type { Filter } from './filter.ts';
 /** How the service authenticates to a subscriber endpoint. */
 export type AuthenticationMode = 'None' | 'ApiKey' | 'Hmac' | 'OAuth2';
 export type SubscriptionStatus = 'enabled' | 'disabled';
+/** 'entity': deliveries of one entity arrive in the order their events were raised, one at a time (entity-order.ts). */
+export type Ordering = 'none' | 'entity';
+export const ORDERINGS: readonly Ordering[] = ['none', 'entity'];
 
 /** Write-only fields, sealed at rest and never returned (the Hmac secret only at creation and rotation). */
 export interface SubscriptionSecrets {
@@ -25,6 +28,7 @@ export interface Subscription {
   /** Why the sealed secrets could not be opened (unknown key, damaged data); its deliveries are abandoned. */
   unreadableSecrets?: string;
   supersedePendingDeliveries: boolean;
+  ordering: Ordering;
   description: string | null;
   /** Attempts per second at most, summed over all dispatchers (1..10,000); null for unlimited. */
   maxDeliveriesPerSecond: number | null;
@@ -53,6 +57,7 @@ export function blankSubscription(tenantId: string, id: string, now: Date): Subs
     oauth2: null,
     secrets: {},
     supersedePendingDeliveries: false,
+    ordering: 'none',
     description: null,
     maxDeliveriesPerSecond: null,
     filter: null,

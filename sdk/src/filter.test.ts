@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { SubscriptionFilter } from './filter.ts';
+import type { SubscriptionFilter, SubscriptionOrdering } from './filter.ts';
 
 // The type is checked by tsc (npm run check, and sdk/standalone.test.ts on a copy of sdk/): the @ts-expect-error lines
 // fail the check if the type ever lets those mistakes through.
@@ -25,5 +25,14 @@ describe('SubscriptionFilter', () => {
       'eventTypes',
       'payload.amends',
     ]);
+  });
+});
+
+describe('SubscriptionOrdering', () => {
+  it('is one of the two values the API accepts', () => {
+    const orderings: SubscriptionOrdering[] = ['none', 'entity'];
+    // @ts-expect-error 'fifo' is no ordering the API accepts (it answers 400)
+    const unknown: SubscriptionOrdering = 'fifo';
+    expect([...orderings, unknown]).toEqual(['none', 'entity', 'fifo']);
   });
 });

@@ -40,3 +40,10 @@ export type SubscriptionFilter = {
   $or?: SubscriptionFilter[];
   $not?: SubscriptionFilter;
 } & { [path in FilterPath]?: JsonScalar | JsonValue[] | FilterCondition };
+
+/**
+ * A subscription's `ordering`: 'entity' delivers the events of one entity (the envelope's `entityId`) one at a time, in
+ * the order they were raised, each once the one before it was acknowledged, abandoned or superseded; 'none' (the
+ * default) promises no order. Replays and test deliveries are outside the order either way.
+ */
+export type SubscriptionOrdering = 'none' | 'entity';

@@ -7,6 +7,7 @@ export type {
   JsonScalar,
   JsonValue,
   SubscriptionFilter,
+  SubscriptionOrdering,
 } from './filter.ts';
 export { headerValue, headerValues, readDeliveryInfo, type RequestHeaders } from './headers.ts';
 export {

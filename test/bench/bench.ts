@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- [--events N] [--tenants T] [--subs S] [--rate D] [--warmup W] [--fail 0.3] [--backlog 100000]
- *   [--throttle 0.2] [--tsx]`
+ *   [--throttle 0.2] [--ordered-share 0.5] [--entities 1000] [--tsx]`
  * Runs a router and a dispatcher as processes (compiled first with `npm run build`'s buildServices, as production runs
  * them; `--tsx` runs their TypeScript through tsx instead) on their own keyspace and topics against a fast local receiver, and
  * prints deliveries per second, event-to-receipt latency p50/p99 and the dispatcher's resident memory. Then it measures
@@ -15,6 +15,12 @@
  *   --backlog B   first park B deliveries in a retry tier due in an hour (memory must stay flat while they wait)
  *   --throttle F  a fraction F of the subscriptions answers 429 with Retry-After: 2 for the first --throttle-for
  *                 seconds (default 10) of the run, then 204; prints the fast and the throttled ones' figures apart
+ *   --ordered-share F  a fraction F of the subscriptions (spread over the tenants) has ordering 'entity'; prints the
+ *                 ordered and the unordered ones' latencies apart
+ *   --entities N  events cycle over N entityIds (each always of the same tenant) instead of one entity each, so that
+ *                 ordered subscriptions have earlier deliveries of the same entity to wait for
+ *   --built       the services are already in dist/ (a caller built them); --no-ceiling skips the loopback ceiling
+ * `--ordered` compares runs with and without ordered subscriptions (test/bench/ordered-bench.ts).
  */
 import { blankSubscription } from '../../core/subscriptions/subscription.ts';
 import { randomUUID } from 'node:crypto';
@@ -51,6 +57,11 @@ if (process.argv.includes('--filters')) {
   await import('./filter-bench.ts');
   process.exit(process.exitCode ?? 0);
 }
+// `--ordered`: runs of this bench with half the subscriptions ordered and with none (test/bench/ordered-bench.ts).
+if (process.argv.includes('--ordered')) {
+  await import('./ordered-bench.ts');
+  process.exit(process.exitCode ?? 0);
+}
 // `--api`: from the purchase API call to the receiver (test/bench/api-bench.ts), with its own options.
 if (process.argv.includes('--api')) {
   await import('./api-bench.ts');
@@ -68,6 +79,10 @@ const { values } = parseArgs({
     backlog: { type: 'string', default: '0' },
     throttle: { type: 'string', default: '0' },
     'throttle-for': { type: 'string', default: '10' },
+    'ordered-share': { type: 'string', default: '0' },
+    entities: { type: 'string', default: '0' },
+    built: { type: 'boolean', default: false },
+    'no-ceiling': { type: 'boolean', default: false },
     tsx: { type: 'boolean', default: false },
   },
 });
@@ -79,6 +94,8 @@ const failRatio = Number(values.fail);
 const backlog = Number(values.backlog);
 const throttleRatio = Number(values.throttle);
 const throttleForMs = Number(values['throttle-for']) * 1000;
+const orderedShare = Number(values['ordered-share']);
+const entities = Number(values.entities);
 const warmupDeliveries =
   values.warmup !== undefined
     ? Number(values.warmup)
@@ -124,7 +141,7 @@ async function throttleReport(): Promise<string[]> {
 }
 
 const serviceRuntime: ServiceRuntime = values.tsx ? 'tsx' : 'compiled';
-if (serviceRuntime === 'compiled') buildServices((line) => console.log(line));
+if (serviceRuntime === 'compiled' && !values.built) buildServices((line) => console.log(line));
 const servers = await ensureServers({ root: path.join(repoRoot, '.local'), progress: (line) => console.log(line) });
 const run = randomUUID().slice(0, 8);
 const env = benchEnv(servers, run, {
@@ -157,6 +174,9 @@ const group = (): Group => ({
 });
 const groups = { fast: group(), throttled: group() };
 const throttledIds = new Set<string>();
+const orderedIds = new Set<string>();
+/** Latencies of the ordered and of the unordered subscriptions' first receipts, apart (with --ordered-share). */
+const byOrdering = { ordered: [] as number[], unordered: [] as number[] };
 /** Epoch ms until which the throttled subscriptions answer 429 (0: not yet, during the warm-up). */
 let throttleUntil = 0;
 const open = new Map<string, number>();
@@ -199,6 +219,8 @@ const receiver = createServer((request, response) => {
       const occurredAt = /"occurredAt":"([^"]+)"/.exec(body.toString('utf8'))?.[1];
       if (occurredAt) latencies.push(now - Date.parse(occurredAt));
       if (occurredAt) mine.latencies.push(now - Date.parse(occurredAt));
+      if (occurredAt)
+        byOrdering[orderedIds.has(subscriptionId) ? 'ordered' : 'unordered'].push(now - Date.parse(occurredAt));
       received += 1;
       firstAt ||= now;
       lastAt = now;
@@ -219,9 +241,13 @@ const subscriptionIds: string[] = [];
 for (const tenantId of tenantIds) {
   for (let index = 0; index < subsPerTenant; index += 1) {
     const subscription = blankSubscription(tenantId, randomUUID(), new Date());
+    // Every 1/F-th subscription is ordered, so they spread over the tenants (as the throttled ones below).
+    const nth = subscriptionIds.length;
+    if (Math.floor((nth + 1) * orderedShare) > Math.floor(nth * orderedShare)) orderedIds.add(subscription.id);
     subscriptionIds.push(subscription.id);
     await store.save({
       ...subscription,
+      ordering: orderedIds.has(subscription.id) ? 'entity' : 'none',
       url,
       eventTypes: ['purchaseOrder.*'],
       authenticationMode: 'Hmac',
@@ -319,7 +345,9 @@ try {
       const size = Math.min(batch, count - sent);
       await publisher.publish(
         Array.from({ length: size }, (_, index) => ({
-          tenantId: tenantIds[(sent + index) % tenants]!,
+          // With --entities, the n-th event is of entity n mod N, which always falls on the same tenant.
+          tenantId: tenantIds[(entities > 0 ? (sent + index) % entities : sent + index) % tenants]!,
+          ...(entities > 0 ? { entityId: `bench-entity-${(sent + index) % entities}` } : {}),
           eventType: 'purchaseOrder.validated',
           payload: JSON.stringify({ id: randomUUID(), status: 'Validated', totalAmount: '123.45', rows: [] }),
         })),
@@ -350,6 +378,8 @@ try {
   received = 0;
   firstAt = 0;
   latencies.length = 0;
+  byOrdering.ordered.length = 0;
+  byOrdering.unordered.length = 0;
   for (const entry of Object.values(groups)) Object.assign(entry, { ...group(), subscriptions: entry.subscriptions });
   loopDelay.enable();
   cpu.start();
@@ -392,15 +422,16 @@ try {
   // The services are stopped before the POST loop so it has the machine to itself (the finally's stop is then a no-op).
   await Promise.all([router.stop(), dispatcher.stop()]);
   const loopbackSeconds = 3;
-  const loopback = sample
-    ? await measureLoopbackCeiling({
-        url,
-        ...sample,
-        concurrency: [1, 50, config.dispatcher.maxInFlight],
-        seconds: loopbackSeconds,
-        connections: config.dispatcher.connectionsPerOrigin,
-      })
-    : [];
+  const loopback =
+    sample && !values['no-ceiling']
+      ? await measureLoopbackCeiling({
+          url,
+          ...sample,
+          concurrency: [1, 50, config.dispatcher.maxInFlight],
+          seconds: loopbackSeconds,
+          connections: config.dispatcher.connectionsPerOrigin,
+        })
+      : [];
   if (sample && loopback.length > 0) {
     console.log(
       `\nloopback ceiling: undici POST loop to the same receiver, ${sample.body.length}-byte body, ` +
@@ -409,13 +440,24 @@ try {
     for (const line of formatCeiling(loopback)) console.log(line);
   }
   console.log(`
-mode: ${rate > 0 ? `paced at ${rate} deliveries/s` : 'as fast as possible'}${warmupEvents > 0 ? `, after a warm-up of ${(warmupEvents * subsPerTenant).toLocaleString('en-US')} deliveries (not counted)` : ''}${failRatio > 0 ? `, ${failRatio * 100}% of answers failing` : ''}${backlog > 0 ? `, ${backlog} pending retries parked` : ''}
+mode: ${rate > 0 ? `paced at ${rate} deliveries/s` : 'as fast as possible'}${warmupEvents > 0 ? `, after a warm-up of ${(warmupEvents * subsPerTenant).toLocaleString('en-US')} deliveries (not counted)` : ''}${failRatio > 0 ? `, ${failRatio * 100}% of answers failing` : ''}${orderedIds.size > 0 ? `, ${orderedIds.size} of ${subscriptionIds.length} subscriptions ordered by entity` : ''}${entities > 0 ? `, events over ${entities} entities` : ''}${backlog > 0 ? `, ${backlog} pending retries parked` : ''}
 node flags: router ${nodeFlagsFor('router/main.ts', process.env).join(' ') || 'none'}, dispatcher ${nodeFlagsFor('dispatcher/main.ts', process.env).join(' ') || 'none'}
 events ${events} × ${subsPerTenant} subscriptions (${tenants} tenants) = ${expected} deliveries; received ${delivered}${failedAnswers ? `, ${failedAnswers} failed answers` : ''}
 throughput: ${perSecond.toFixed(0)} deliveries/s over ${seconds.toFixed(1)} s${fractionOfCeiling(perSecond, ceilingOf(loopback))}
 event-to-receipt latency: p50 ${percentile(sorted, 0.5)} ms, p99 ${percentile(sorted, 0.99)} ms, max ${sorted.at(-1)} ms
 dispatcher RSS: max ${Math.max(...memory).toFixed(0)} MB, last ${memory.at(-1)?.toFixed(0)} MB`);
-  for (const line of [...throttleLines, cpuLine, ...stages, ...runtimes]) console.log(line);
+  const orderingLines =
+    orderedIds.size > 0
+      ? (['ordered', 'unordered'] as const).map((kind) => {
+          const list = byOrdering[kind].slice().sort((a, b) => a - b);
+          const count = kind === 'ordered' ? orderedIds.size : subscriptionIds.length - orderedIds.size;
+          return (
+            `${kind} subscriptions (${count}): event-to-receipt latency p50 ${percentile(list, 0.5)} ms, ` +
+            `p99 ${percentile(list, 0.99)} ms, max ${list.at(-1)} ms`
+          );
+        })
+      : [];
+  for (const line of [...orderingLines, ...throttleLines, cpuLine, ...stages, ...runtimes]) console.log(line);
 } finally {
   clearInterval(sampler);
   await Promise.all([router.stop(), dispatcher.stop()]);

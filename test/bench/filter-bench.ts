@@ -92,6 +92,7 @@ async function round(shape: 'none' | 'pass' | 'half', all: StoredEvent[]) {
       createDeliveries: async () => undefined,
       routedBefore: async () => new Map(),
       markLatestForEntity: async () => undefined,
+      enqueueOrdered: async () => undefined,
     },
     publish: async (records) => {
       deliveries += records.length;

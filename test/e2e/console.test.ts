@@ -348,6 +348,7 @@ describe('operator console in a browser', () => {
       url: receiver.url,
       authenticationMode: 'Hmac',
       eventTypes: ['purchaseOrder.*'],
+      ordering: 'none',
     });
   });
 
@@ -542,6 +543,28 @@ describe('operator console in a browser', () => {
     await page.getByRole('button', { name: 'Save changes' }).click();
     await page.getByRole('heading', { level: 1, name: 'Subscriptions' }).waitFor();
     expect((await call('GET', `${WEBHOOKS}/Subscriptions/${subscriptionId}`)).json()).toMatchObject({ filter: null });
+
+    // The ordering switch, described by its hint: ticked sends ordering 'entity', unticked 'none' (back to the
+    // default, so the tests below see no ordering).
+    await row(subscriptionId).getByRole('link', { name: /^Edit/ }).click();
+    const ordering = page.getByLabel("Deliver each entity's events in order");
+    expect(await ordering.isChecked()).toBe(false);
+    expect(await ordering.getAttribute('aria-describedby')).toBe('f-ordering-hint');
+    expect(await page.locator('#f-ordering-hint').innerText()).toMatch(/one at a time, in the order/);
+    await ordering.check();
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Subscriptions' }).waitFor();
+    expect((await call('GET', `${WEBHOOKS}/Subscriptions/${subscriptionId}`)).json()).toMatchObject({
+      ordering: 'entity',
+    });
+    await row(subscriptionId).getByRole('link', { name: /^Edit/ }).click();
+    expect(await page.getByLabel("Deliver each entity's events in order").isChecked()).toBe(true);
+    await page.getByLabel("Deliver each entity's events in order").uncheck();
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Subscriptions' }).waitFor();
+    expect((await call('GET', `${WEBHOOKS}/Subscriptions/${subscriptionId}`)).json()).toMatchObject({
+      ordering: 'none',
+    });
 
     await row(subscriptionId)
       .getByRole('button', { name: /^Rotate secret/ })

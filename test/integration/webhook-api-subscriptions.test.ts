@@ -33,6 +33,7 @@ const VIEW_KEYS = [
   'id',
   'maxDeliveriesPerSecond',
   'oauth2',
+  'ordering',
   'signatureHeaderName',
   'status',
   'supersedePendingDeliveries',
@@ -80,6 +81,7 @@ describe('webhook API: subscriptions', () => {
       apiKey: null,
       oauth2: null,
       supersedePendingDeliveries: false,
+      ordering: 'none',
       description: 'orders to the ERP',
       maxDeliveriesPerSecond: null,
       filter: null,
@@ -267,6 +269,41 @@ describe('webhook API: subscriptions', () => {
       const refused = await hooks('PATCH', `/Subscriptions/${created.id}`, { filter: { 'payload.nope': 1 } });
       expectProblem(refused, 400, 'filter/payload.nope');
       expect((await hooks('GET', `/Subscriptions/${created.id}`)).body.filter).toEqual(filter);
+    });
+  });
+
+  describe('ordering', () => {
+    it("is 'none' by default, 'entity' when set at creation (stored, in GET and the list), switched by PATCH", async () => {
+      expect((await create(subscriptionBody())).body.ordering).toBe('none');
+      const created = (await create(subscriptionBody({ ordering: 'entity' }))).body;
+      expect(created.ordering).toBe('entity');
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).body.ordering).toBe('entity');
+      expect((await list()).body.items.find((item) => item.id === created.id)?.ordering).toBe('entity');
+      expect((await api.gateway.subscriptions.get(tenant, created.id))?.ordering).toBe('entity');
+
+      // A PATCH without the field keeps it.
+      const other = await hooks('PATCH', `/Subscriptions/${created.id}`, { description: 'kept ordering' });
+      expect(other.body.ordering).toBe('entity');
+      const unordered = await hooks('PATCH', `/Subscriptions/${created.id}`, { ordering: 'none' });
+      expect(unordered.status, unordered.text).toBe(200);
+      expect(unordered.body.ordering).toBe('none');
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).body.ordering).toBe('none');
+      const ordered = await hooks('PATCH', `/Subscriptions/${created.id}`, { ordering: 'entity' });
+      expect(ordered.status, ordered.text).toBe(200);
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).body.ordering).toBe('entity');
+    });
+
+    it("must be 'none' or 'entity': otherwise 400 naming ordering, nothing created or changed", async () => {
+      const marker = uniqueTenant('fifo');
+      const body = subscriptionBody({ ordering: 'fifo', description: marker });
+      expectProblem(await hooks('POST', '/Subscriptions', body), 400, 'ordering');
+      expect((await list()).body.items.filter((item) => item.description === marker)).toHaveLength(0);
+      const created = (await create(subscriptionBody({ ordering: 'entity' }))).body;
+      for (const value of ['fifo', 'ENTITY', true, null]) {
+        const answer = await hooks('PATCH', `/Subscriptions/${created.id}`, { ordering: value });
+        expectProblem(answer, 400, 'ordering');
+      }
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).body).toEqual(created);
     });
   });
 

@@ -28,6 +28,7 @@ export interface SubscriptionView {
   apiKey: { headerName: string } | null;
   oauth2: { tokenUrl: string; clientId: string; audience: string | null; scope: string | null } | null;
   supersedePendingDeliveries: boolean;
+  ordering: 'none' | 'entity';
   description: string | null;
   maxDeliveriesPerSecond: number | null;
   filter: Record<string, unknown> | null;

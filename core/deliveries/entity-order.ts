@@ -1,0 +1,124 @@
+import type { CassandraClient } from '../cassandra.ts';
+import type { WriteStatement } from '../write-batcher.ts';
+import type { DeliveryRecord } from './delivery-record.ts';
+
+/**
+ * Ordered delivery per entity (ordering 'entity'). The pending deliveries of one entity to one subscription are rows of
+ * one partition of entity_order (migration 013), clustered by their event's place in its source partition:
+ *
+ * - the router writes a delivery's row before it publishes the delivery, and publishes an event's ordered deliveries
+ *   only once every earlier event of its partition has its rows (router/source-order.ts), so a delivery's predecessors
+ *   are always in the table before any dispatcher can see it;
+ * - a dispatcher sends a delivery only while no earlier row is in its partition (dispatcher/entity-order-gate.ts);
+ *   otherwise it marks the row waiting and leaves it;
+ * - the delivery that ends (acknowledged, abandoned, superseded) deletes its row, and publishes again the next row's
+ *   record if that one is waiting.
+ */
+export interface EntityKey {
+  tenantId: string;
+  subscriptionId: string;
+  entityId: string;
+}
+
+/** One pending delivery of an entity: its place, and the record as routed (to publish it again once released). */
+export interface OrderRow {
+  seq: number;
+  deliveryId: string;
+  waiting: boolean;
+  record: DeliveryRecord | undefined;
+}
+
+export const orderKeyOf = (record: DeliveryRecord): EntityKey => ({
+  tenantId: record.tenantId,
+  subscriptionId: record.subscriptionId,
+  entityId: record.entityId,
+});
+
+/** Whether a record takes part in its entity's order: routed for an ordered subscription, neither replay nor test. */
+export function isOrdered(record: DeliveryRecord): record is DeliveryRecord & { orderSeq: number } {
+  return typeof record.orderSeq === 'number' && record.replayOf === null && record.test !== true;
+}
+
+/** `a` comes before `b` in their entity's order. */
+export function before(a: { seq: number; deliveryId: string }, b: { seq: number; deliveryId: string }): boolean {
+  return a.seq < b.seq || (a.seq === b.seq && a.deliveryId < b.deliveryId);
+}
+
+/** The record as the row keeps it: JSON, the envelope in base64, without the transport flags. */
+export function recordText(record: DeliveryRecord): string {
+  const { expiryHop: _hop, mayBeDuplicate: _duplicate, holdUntil: _hold, envelope, ...rest } = record;
+  return JSON.stringify({ ...rest, envelope: envelope.toString('base64') });
+}
+
+export function recordFromText(text: string): DeliveryRecord {
+  const parsed = JSON.parse(text) as Omit<DeliveryRecord, 'envelope'> & { envelope: string };
+  return { ...parsed, envelope: Buffer.from(parsed.envelope, 'base64') };
+}
+
+/** Cassandra store of the entities' orders (entity_order). */
+export class EntityOrderStore {
+  constructor(private readonly db: CassandraClient) {}
+
+  /**
+   * The row of a delivery about to be published, stamped with the routing's write time (its source record's): routing
+   * the event again rewrites the same cells, and never revives a row a dispatcher deleted since (a later timestamp).
+   */
+  static enqueue(record: DeliveryRecord & { orderSeq: number }, writeTime: number): WriteStatement {
+    return {
+      query: `INSERT INTO entity_order (tenant_id, subscription_id, entity_id, seq, delivery_id, record)
+        VALUES (?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`,
+      params: [
+        record.tenantId,
+        record.subscriptionId,
+        record.entityId,
+        record.orderSeq,
+        record.deliveryId,
+        recordText(record),
+        writeTime * 1000,
+      ],
+    };
+  }
+
+  /** The first `limit` pending deliveries of the entity, in order. */
+  async first(key: EntityKey, limit: number): Promise<OrderRow[]> {
+    const result = await this.db.execute(
+      `SELECT seq, delivery_id, waiting, record FROM entity_order
+        WHERE tenant_id = ? AND subscription_id = ? AND entity_id = ? LIMIT ${limit}`,
+      [key.tenantId, key.subscriptionId, key.entityId],
+    );
+    return result.rows.map((row) => ({
+      seq: Number(row.seq),
+      deliveryId: String(row.delivery_id),
+      waiting: row.waiting === true,
+      record: typeof row.record === 'string' ? recordFromText(row.record) : undefined,
+    }));
+  }
+
+  /** Marks a delivery as waiting for the ones before it: the one that ends before it publishes it again. */
+  async markWaiting(key: EntityKey, row: { seq: number; deliveryId: string }): Promise<void> {
+    await this.db.execute(
+      `UPDATE entity_order SET waiting = true
+        WHERE tenant_id = ? AND subscription_id = ? AND entity_id = ? AND seq = ? AND delivery_id = ?`,
+      [key.tenantId, key.subscriptionId, key.entityId, row.seq, row.deliveryId],
+    );
+  }
+
+  /**
+   * Deletes a delivery's row. Stamped after the routing's write (its queue time) even if this clock is behind the
+   * router's source: a row stamped ahead of the clock would otherwise outlive its deletion.
+   */
+  async remove(key: EntityKey, row: { seq: number; deliveryId: string; queuedAt: number }): Promise<void> {
+    await this.db.execute(
+      `DELETE FROM entity_order USING TIMESTAMP ?
+        WHERE tenant_id = ? AND subscription_id = ? AND entity_id = ? AND seq = ? AND delivery_id = ?`,
+      [
+        Math.max(Date.now(), row.queuedAt + 1) * 1000,
+        key.tenantId,
+        key.subscriptionId,
+        key.entityId,
+        row.seq,
+        row.deliveryId,
+      ],
+    );
+  }
+}

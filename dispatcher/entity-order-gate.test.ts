@@ -1,0 +1,192 @@
+import { describe, expect, it } from 'vitest';
+import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import type { SeriesState } from '../core/deliveries/delivery-store.ts';
+import { before, type EntityKey, type OrderRow } from '../core/deliveries/entity-order.ts';
+import { EntityOrderGate, type OrderLedger } from './entity-order-gate.ts';
+
+const MINUTE = 60_000;
+const DAY = 24 * 60 * MINUTE;
+const NOW = Date.UTC(2026, 10, 27, 12, 0, 0);
+
+function record(deliveryId: string, seq: number, overrides: Partial<Omit<DeliveryRecord, 'orderSeq'>> = {}) {
+  return {
+    deliveryId,
+    tenantId: 'tenant-a',
+    subscriptionId: 'sub-1',
+    eventId: `evt-${deliveryId}`,
+    eventType: 'purchaseOrder.validated',
+    entityId: 'po-1',
+    occurredAt: '2026-11-27T11:59:00.000Z',
+    queuedAt: NOW - MINUTE,
+    attempt: 1,
+    dueAt: 0,
+    envelope: Buffer.from('{}'),
+    signature: null,
+    replayOf: null,
+    orderSeq: seq,
+    ...overrides,
+  } satisfies DeliveryRecord & { orderSeq: number };
+}
+
+/** An in-memory entity_order partition and delivery states; `onFirst` runs before each read (a race, say). */
+function world(options: { onFirst?: (reads: number) => void } = {}) {
+  const rows: OrderRow[] = [];
+  const states = new Map<string, SeriesState>();
+  const log: string[] = [];
+  let reads = 0;
+  const ledger: OrderLedger = {
+    first: async (_key: EntityKey, limit: number) => {
+      options.onFirst?.(reads++);
+      return [...rows].sort((a, b) => (before(a, b) ? -1 : 1)).slice(0, limit);
+    },
+    markWaiting: async (_key, row) => {
+      log.push(`markWaiting ${row.deliveryId}`);
+      const found = rows.find((r) => r.deliveryId === row.deliveryId);
+      if (found) found.waiting = true;
+    },
+    remove: async (_key, row) => {
+      log.push(`remove ${row.deliveryId}`);
+      const index = rows.findIndex((r) => r.deliveryId === row.deliveryId && r.seq === row.seq);
+      if (index >= 0) rows.splice(index, 1);
+    },
+  };
+  const gate = new EntityOrderGate({
+    ledger,
+    state: async (_tenantId, deliveryId) => states.get(deliveryId),
+    supersede: async (row, state, by) => {
+      log.push(`supersede ${row.deliveryId} after ${state.attemptCount} by ${by.deliveryId}`);
+    },
+    release: async (released) => {
+      log.push(`release ${released.deliveryId}`);
+    },
+    now: () => NOW,
+    lifetimeMs: DAY,
+  });
+  const add = (delivery: ReturnType<typeof record>, state: SeriesState = { status: 'queued', attemptCount: 0 }) => {
+    rows.push({ seq: delivery.orderSeq, deliveryId: delivery.deliveryId, waiting: false, record: delivery });
+    states.set(delivery.deliveryId, state);
+    return delivery;
+  };
+  return { rows, states, log, gate, add };
+}
+
+describe('EntityOrderGate.admit', () => {
+  it('admits the first pending delivery of its entity, and one whose only companions come after it', async () => {
+    const w = world();
+    const first = w.add(record('d1', 10));
+    w.add(record('d2', 11));
+    expect(await w.gate.admit(first, false)).toEqual({ go: true });
+    expect(w.log).toEqual([]);
+  });
+
+  it('says when a delivery has no row any more (it ended: this is a copy of it), whatever comes after it', async () => {
+    const w = world();
+    const gone = record('d1', 10);
+    w.add(record('d2', 11));
+    expect(await w.gate.admit(gone, false)).toEqual({ go: true, unlisted: true });
+    expect(await world().gate.admit(gone, false)).toEqual({ go: true, unlisted: true });
+  });
+
+  it('holds a delivery while an earlier one is pending (in flight or retrying), marking it waiting', async () => {
+    for (const state of [
+      { status: 'queued', attemptCount: 0 },
+      { status: 'retrying', attemptCount: 2, nextRetryAt: new Date(NOW + 10 * MINUTE) },
+    ] satisfies SeriesState[]) {
+      const w = world();
+      w.add(record('d1', 10), state);
+      const second = w.add(record('d2', 11));
+      expect(await w.gate.admit(second, false)).toEqual({ go: false, blocker: 'd1' });
+      expect(w.log).toEqual(['markWaiting d2']);
+      expect(w.rows.find((row) => row.deliveryId === 'd2')?.waiting).toBe(true);
+    }
+  });
+
+  it('orders deliveries of one event offset by delivery id (a tie is broken the same way everywhere)', async () => {
+    const w = world();
+    w.add(record('a', 10));
+    const b = w.add(record('b', 10));
+    expect(await w.gate.admit(b, false)).toEqual({ go: false, blocker: 'a' });
+  });
+
+  it('admits a delivery whose predecessor ended between its first look and its mark (its end saw no mark)', async () => {
+    const w = world({
+      onFirst: (reads) => {
+        if (reads === 1) w.rows.splice(0, 1); // d1 ended and its row went before d2 was marked
+      },
+    });
+    w.add(record('d1', 10));
+    const second = w.add(record('d2', 11));
+    expect(await w.gate.admit(second, false)).toEqual({ go: true });
+    expect(w.log).toEqual(['markWaiting d2']);
+  });
+
+  it('clears rows left over: an ended delivery, one with no history, one long past its deadline', async () => {
+    const w = world();
+    w.add(record('ended', 1), { status: 'acknowledged', attemptCount: 1 });
+    w.rows.push({ seq: 2, deliveryId: 'no-history', waiting: false, record: record('no-history', 2) });
+    w.add(record('stale', 3, { queuedAt: NOW - DAY - 2 * 60 * MINUTE }));
+    const mine = w.add(record('mine', 4));
+    expect(await w.gate.admit(mine, false)).toEqual({ go: true });
+    expect(w.log).toEqual(['remove ended', 'remove no-history', 'remove stale']);
+  });
+
+  it('with supersedePendingDeliveries, supersedes an earlier delivery waiting for a retry well ahead, not one about to be tried', async () => {
+    const w = world();
+    w.add(record('d1', 10), { status: 'retrying', attemptCount: 3, nextRetryAt: new Date(NOW + 8 * MINUTE) });
+    const newer = w.add(record('d2', 11));
+    expect(await w.gate.admit(newer, true)).toEqual({ go: true });
+    expect(w.log).toEqual(['supersede d1 after 3 by d2', 'remove d1']);
+
+    for (const state of [
+      { status: 'retrying', attemptCount: 3, nextRetryAt: new Date(NOW + 10_000) },
+      { status: 'queued', attemptCount: 0 },
+    ] satisfies SeriesState[]) {
+      const soon = world();
+      soon.add(record('d1', 10), state);
+      const next = soon.add(record('d2', 11));
+      expect(await soon.gate.admit(next, true)).toEqual({ go: false, blocker: 'd1' });
+    }
+    // Without the setting, a retrying predecessor is waited for.
+    const plain = world();
+    plain.add(record('d1', 10), { status: 'retrying', attemptCount: 3, nextRetryAt: new Date(NOW + 8 * MINUTE) });
+    expect(await plain.gate.admit(plain.add(record('d2', 11)), false)).toEqual({ go: false, blocker: 'd1' });
+  });
+});
+
+describe('EntityOrderGate.ended', () => {
+  it("releases the next delivery when it waits, then deletes the ended one's row", async () => {
+    const w = world();
+    const first = w.add(record('d1', 10));
+    w.add(record('d2', 11));
+    w.rows[1]!.waiting = true;
+    await w.gate.ended(first);
+    expect(w.log).toEqual(['release d2', 'remove d1']);
+    expect(w.rows.map((row) => row.deliveryId)).toEqual(['d2']);
+  });
+
+  it('releases nothing when the next has not been seen by a dispatcher yet, or when the ended one was not first', async () => {
+    const w = world();
+    const first = w.add(record('d1', 10));
+    w.add(record('d2', 11));
+    await w.gate.ended(first);
+    expect(w.log).toEqual(['remove d1']);
+
+    const behind = world();
+    behind.add(record('d1', 10));
+    const second = behind.add(record('d2', 11));
+    behind.add(record('d3', 12));
+    behind.rows[2]!.waiting = true;
+    await behind.gate.ended(second); // abandoned while it waited: d3 still waits for d1
+    expect(behind.log).toEqual(['remove d2']);
+  });
+
+  it('is harmless when repeated (a duplicate of an ended delivery)', async () => {
+    const w = world();
+    const first = w.add(record('d1', 10));
+    w.add(record('d2', 11));
+    w.rows[1]!.waiting = true;
+    await w.gate.ended(first);
+    await w.gate.ended(first);
+    expect(w.log).toEqual(['release d2', 'remove d1', 'remove d1']);
+  });
+});

@@ -1,0 +1,111 @@
+import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import type { SeriesState } from '../core/deliveries/delivery-store.ts';
+import { before, orderKeyOf, type EntityKey, type OrderRow } from '../core/deliveries/entity-order.ts';
+
+/** The entity-order rows as the gate reads and changes them (EntityOrderStore). */
+export interface OrderLedger {
+  first(key: EntityKey, limit: number): Promise<OrderRow[]>;
+  markWaiting(key: EntityKey, row: { seq: number; deliveryId: string }): Promise<void>;
+  remove(key: EntityKey, row: { seq: number; deliveryId: string; queuedAt: number }): Promise<void>;
+}
+
+export interface EntityOrderDeps {
+  ledger: OrderLedger;
+  state(tenantId: string, deliveryId: string): Promise<SeriesState | undefined>;
+  /** Ends a pending delivery as superseded by `by` (its history), without an attempt. */
+  supersede(row: OrderRow & { record: DeliveryRecord }, state: SeriesState, by: DeliveryRecord): Promise<void>;
+  /** Publishes a waiting delivery's record again, marked as a possible duplicate: its turn has come. */
+  release(record: DeliveryRecord): Promise<void>;
+  now(): number;
+  /** WEBHOOK_DELIVERY_LIFETIME: a row whose delivery is older than this (and a grace) is left over. */
+  lifetimeMs: number;
+}
+
+/** What the gate says of a delivery of an ordered subscription. */
+export type Admission = { go: true; unlisted?: true } | { go: false; blocker: string };
+
+const FINAL: ReadonlySet<string> = new Set(['acknowledged', 'abandoned', 'superseded']);
+
+/** Rows read at once: the first few are enough to find the one before a delivery, or to know there is none. */
+const LOOKAHEAD = 4;
+/**
+ * A pending delivery is handled at the latest at its deadline plus the longest hop toward it; a row whose delivery is
+ * past its deadline by more than this, and not ended, was left by a routing that never published it.
+ */
+const LEFTOVER_GRACE_MS = 3_600_000;
+/**
+ * A delivery superseded while it waits for a retry: only if that retry is due later than this from now, so that no
+ * attempt of it can be under way (its record is not yet due) when the newer delivery is sent.
+ */
+const SUPERSEDE_MARGIN_MS = 30_000;
+
+/**
+ * Ordered delivery per entity, as the dispatcher applies it (core/deliveries/entity-order.ts for the whole design).
+ * `admit` says whether a delivery may be sent now: yes when no earlier delivery of its entity is pending. Rows whose
+ * delivery has ended (a crash between its end and its row's deletion) or was never published are cleared on the way;
+ * with supersedePendingDeliveries, an earlier delivery waiting for a retry is superseded rather than waited for.
+ * `ended` deletes an ended delivery's row and releases the next one if it waits.
+ */
+export class EntityOrderGate {
+  constructor(private readonly deps: EntityOrderDeps) {}
+
+  async admit(record: DeliveryRecord & { orderSeq: number }, supersedes: boolean): Promise<Admission> {
+    const key = orderKeyOf(record);
+    const mine = { seq: record.orderSeq, deliveryId: record.deliveryId };
+    let marked = false;
+    for (;;) {
+      const rows = await this.deps.ledger.first(key, LOOKAHEAD);
+      const blocker = rows.find((row) => row.deliveryId !== record.deliveryId && before(row, mine));
+      // Its own row is among the first ones when nothing comes before it; without it, the delivery has ended (this is
+      // a duplicate, a retry of a copy sent twice across a rebalance, say): the handler checks its state.
+      if (!blocker)
+        return rows.some((row) => row.deliveryId === record.deliveryId) ? { go: true } : { go: true, unlisted: true };
+      const state = await this.deps.state(record.tenantId, blocker.deliveryId);
+      if (!state || FINAL.has(state.status) || this.leftOver(blocker)) {
+        await this.deps.ledger.remove(key, { ...blocker, queuedAt: blocker.record?.queuedAt ?? 0 });
+        continue;
+      }
+      if (supersedes && blocker.record && this.betweenAttempts(state)) {
+        await this.deps.supersede({ ...blocker, record: blocker.record }, state, record);
+        await this.deps.ledger.remove(key, { ...blocker, queuedAt: blocker.record.queuedAt });
+        continue;
+      }
+      // Marked first, then looked at again: the delivery before it may have ended in between and found it not yet
+      // waiting (so released nothing). Either it is gone now, or its end will see the mark and release this one.
+      if (marked) return { go: false, blocker: blocker.deliveryId };
+      await this.deps.ledger.markWaiting(key, mine);
+      marked = true;
+    }
+  }
+
+  /**
+   * A delivery has ended (acknowledged, abandoned, superseded): its row goes, and if it was the first, the next one is
+   * published again when it waits. Released before the row is deleted: a crash in between leaves the row, whose
+   * delivery is ended, and the next delivery's gate clears it.
+   */
+  async ended(record: DeliveryRecord & { orderSeq: number }): Promise<void> {
+    const key = orderKeyOf(record);
+    const [first, next] = await this.deps.ledger.first(key, 2);
+    if (first?.deliveryId === record.deliveryId && next?.waiting && next.record) await this.deps.release(next.record);
+    await this.deps.ledger.remove(key, {
+      seq: record.orderSeq,
+      deliveryId: record.deliveryId,
+      queuedAt: record.queuedAt,
+    });
+  }
+
+  private leftOver(row: OrderRow): boolean {
+    return row.record !== undefined && this.deps.now() > row.record.queuedAt + this.deps.lifetimeMs + LEFTOVER_GRACE_MS;
+  }
+
+  /** Waiting for a retry due well after now: no attempt of it is under way, nor can one start before the newer. */
+  private betweenAttempts(state: SeriesState): boolean {
+    // Queued with a next retry: its first attempt deferred by an open circuit.
+    return (
+      (state.status === 'retrying' || state.status === 'queued') &&
+      state.nextRetryAt !== null &&
+      state.nextRetryAt !== undefined &&
+      state.nextRetryAt.getTime() > this.deps.now() + SUPERSEDE_MARGIN_MS
+    );
+  }
+}
