@@ -75,6 +75,7 @@ interface Setup {
   failureDay?: { failureDays: number; disabledNow: boolean };
   circuit?: CircuitControl;
   order?: EntityOrder;
+  paceChained?: (subscriptionId: string) => Promise<void>;
   /** Answers subscriptions.get instead of `subscription` (a real SubscriptionCache, say). */
   lookup?: (tenantId: string, id: string, readSince?: number) => Promise<Subscription | undefined>;
 }
@@ -175,6 +176,7 @@ function setup(options: Setup = {}) {
     metrics,
     circuit: options.circuit,
     ...(options.order ? { order: options.order } : {}),
+    ...(options.paceChained ? { paceChained: options.paceChained } : {}),
     logger: pino({ level: 'silent' }),
     settings: { retryDelaysMs: DELAYS, deliveryLifetimeMs: DAY, failureDayMs: DAY, autoDisableAfterDays: 10 },
     now: () => clock,
@@ -1022,7 +1024,10 @@ describe('delivery handler: circuit breaker', () => {
 
 describe('ordering "entity"', () => {
   /** An order whose admission the test sets, logging each call into the handler's log. */
-  function order(admission: { go: true; unlisted?: true } | { go: false; blocker: string }) {
+  function order(
+    admission: { go: true; unlisted?: true } | { go: false; blocker: string },
+    nexts: Record<string, DeliveryRecord> = {},
+  ) {
     const calls: string[] = [];
     const fake: EntityOrder & { calls: string[] } = {
       calls,
@@ -1032,6 +1037,12 @@ describe('ordering "entity"', () => {
       }),
       ended: vi.fn(async (record: DeliveryRecord) => {
         calls.push(`ended ${record.deliveryId}`);
+        const next = nexts[record.deliveryId];
+        delete nexts[record.deliveryId];
+        return next;
+      }),
+      release: vi.fn(async (record: DeliveryRecord) => {
+        calls.push(`release ${record.deliveryId}`);
       }),
     };
     return fake;
@@ -1047,25 +1058,36 @@ describe('ordering "entity"', () => {
     expect(t.attempts.recordAttempt.mock.calls[0]![2]).toMatchObject({ status: 'acknowledged', noted: true });
   });
 
-  it('leaves a delivery that must wait unsent: the history names the one it waits for, and its record hops to a check', async () => {
+  it('leaves a delivery that must wait unsent, its record hopping to a check that notes the wait in the history', async () => {
     const gate = order({ go: false, blocker: 'del-0' });
     const now = QUEUED_AT + 10 * MINUTE;
     const t = setup({ order: gate, now });
     await t.handle(ordered());
     expect(t.send).not.toHaveBeenCalled();
-    expect(t.log).toEqual(['defer', 'scheduleRetry']);
-    expect(t.attempts.defer).toHaveBeenCalledWith(
-      SERIES,
-      0,
-      null,
-      'waiting for delivery del-0, of an earlier event of entity po-1 (ordering: entity)',
-    );
+    expect(t.log).toEqual(['scheduleRetry']);
     // Waited 10 minutes so far: it checks again in 10, through the longest tier that fits, as a possible duplicate.
     const [tier, check] = t.scheduleRetry.mock.calls[0]!;
     expect(DELAYS[tier]).toBe(8 * MINUTE);
     expect(check).toMatchObject({ attempt: 1, holdUntil: now + 10 * MINUTE, mayBeDuplicate: true, orderSeq: 17 });
     expect(t.metrics.outcome).toHaveBeenCalledWith('waiting', undefined);
     expect(gate.calls).toEqual(['admit del-1 false']);
+
+    // The check comes back and finds it still waiting: now the history says for which delivery.
+    const later = setup({ order: order({ go: false, blocker: 'del-0' }), now: now + 10 * MINUTE });
+    await later.handle(ordered({ holdUntil: now + 10 * MINUTE }));
+    expect(later.log).toEqual(['defer', 'scheduleRetry']);
+    expect(later.attempts.defer).toHaveBeenCalledWith(
+      SERIES,
+      0,
+      null,
+      'waiting for delivery del-0, of an earlier event of entity po-1 (ordering: entity)',
+    );
+  });
+
+  it('checks a short wait after 5 minutes', async () => {
+    const t = setup({ order: order({ go: false, blocker: 'del-0' }), now: QUEUED_AT + 1000 });
+    await t.handle(ordered());
+    expect(t.scheduleRetry.mock.calls[0]![1].holdUntil).toBe(QUEUED_AT + 1000 + 5 * MINUTE);
   });
 
   it('checks a long wait hourly at most, and never past the deadline', async () => {
@@ -1179,5 +1201,47 @@ describe('ordering "entity"', () => {
     await Promise.all([check, release]);
     expect(t.send).toHaveBeenCalledTimes(1);
     expect(t.metrics.outcome).not.toHaveBeenCalledWith('duplicate', undefined);
+  });
+
+  it('sends on the next deliveries of the entity whose turn came, in the same call, rate-paced, without a second look', async () => {
+    const nexts: Record<string, DeliveryRecord> = {
+      'del-1': ordered({ deliveryId: 'del-2', orderSeq: 18 }),
+      'del-2': ordered({ deliveryId: 'del-3', orderSeq: 19 }),
+    };
+    const gate = order({ go: true }, nexts);
+    const paced: string[] = [];
+    const t = setup({
+      order: gate,
+      paceChained: async (subscriptionId) => {
+        paced.push(subscriptionId);
+      },
+    });
+    await t.handle(ordered());
+    expect(t.sent.map((request) => request.headers['x-webhook-delivery-id'])).toEqual(['del-1', 'del-2', 'del-3']);
+    // Its predecessor's end saw it next: neither the gate nor its state is read again.
+    expect(gate.calls).toEqual(['admit del-1 false', 'ended del-1', 'ended del-2', 'ended del-3']);
+    expect(t.attempts.state).not.toHaveBeenCalled();
+    expect(paced).toEqual(['sub-1', 'sub-1']);
+  });
+
+  it('checks the next delivery found on the end of a duplicate (a copy of it may have been sent meanwhile)', async () => {
+    const nexts: Record<string, DeliveryRecord> = { 'del-1': ordered({ deliveryId: 'del-2', orderSeq: 18 }) };
+    const gate = order({ go: true }, nexts);
+    const t = setup({ order: gate, state: { status: 'acknowledged', attemptCount: 1 } });
+    await t.handle(ordered({ mayBeDuplicate: true }));
+    // del-1 is a duplicate (ended); del-2 goes through the state check, which finds it done too.
+    expect(t.attempts.state.mock.calls.map(([, id]) => id)).toEqual(['del-1', 'del-2']);
+    expect(t.send).not.toHaveBeenCalled();
+  });
+
+  it('publishes the next instead once it has sent on as many as it may', async () => {
+    const nexts: Record<string, DeliveryRecord> = {};
+    for (let index = 1; index <= 20; index += 1)
+      nexts[`del-${index}`] = ordered({ deliveryId: `del-${index + 1}`, orderSeq: 17 + index });
+    const gate = order({ go: true }, nexts);
+    const t = setup({ order: gate, state: { status: 'queued', attemptCount: 0 } });
+    await t.handle(ordered());
+    expect(t.send).toHaveBeenCalledTimes(17);
+    expect(gate.calls.at(-1)).toBe('release del-18');
   });
 });

@@ -34,19 +34,29 @@ export interface AttemptOutcome {
   noted?: boolean;
 }
 
-/** Ordered delivery per entity (entity-order-gate.ts): whether a delivery may be sent now, and the end of one. */
+/**
+ * Ordered delivery per entity (entity-order-gate.ts): whether a delivery may be sent now; the end of one, which
+ * answers the next delivery of its entity if that one waits; and the publication of a waiting delivery's record.
+ */
 export interface EntityOrder {
-  admit(record: DeliveryRecord & { orderSeq: number }, supersedes: boolean): Promise<Admission>;
-  ended(record: DeliveryRecord & { orderSeq: number }): Promise<void>;
+  admit(record: DeliveryRecord & { orderSeq: number }, supersedes: boolean, thorough: boolean): Promise<Admission>;
+  ended(record: DeliveryRecord & { orderSeq: number }): Promise<DeliveryRecord | undefined>;
+  release(record: DeliveryRecord): Promise<void>;
 }
+
+/**
+ * Deliveries of one entity that a handler sends on, one after the other, once the one it handled has ended; the next
+ * is published again instead (and the handler returns). See the handler's last function.
+ */
+const MAX_CHAIN = 16;
 
 /** The gate of a dispatcher without a circuit breaker: every attempt goes out. */
 const OPEN_GATE: Gate & { send: true } = { send: true, probe: false };
 
 const FINAL: ReadonlySet<DeliveryStatus> = new Set(['acknowledged', 'abandoned', 'superseded']);
 
-/** How long an ordered delivery waits before its record checks its turn itself (the release normally comes first). */
-const ORDER_CHECK_MIN_MS = 60_000;
+/** How long an ordered delivery waits before its record checks its turn itself (its turn normally comes first). */
+const ORDER_CHECK_MIN_MS = 300_000;
 const ORDER_CHECK_MAX_MS = 3_600_000;
 
 /** Moves a failed delivery to a retry tier; resolves once Kafka acknowledged it. */
@@ -102,6 +112,8 @@ export interface DeliveryHandlerDeps {
   replayOutcomes?: ReplayOutcomeLog;
   /** Ordered delivery per entity; without it, no delivery waits for another. */
   order?: EntityOrder;
+  /** Waits for a subscription's rate limit before a delivery sent on after the one before it (no lane paces it). */
+  paceChained?: (subscriptionId: string) => Promise<void>;
   settings: {
     retryDelaysMs: readonly number[];
     deliveryLifetimeMs: number;
@@ -147,17 +159,28 @@ export function createDeliveryHandler(
     queuedAt: record.queuedAt,
   });
 
-  /** An ordered delivery has ended: the next of its entity goes on (entity-order-gate.ts). */
-  const endOrdered = async (record: DeliveryRecord) => {
+  /**
+   * The next delivery of an entity whose turn came when the record handled (the key) ended; `sure` when that end was
+   * this record's own (not found again on a duplicate of it): the next then has neither been sent by anyone else nor
+   * anything before it, and goes without a check.
+   */
+  const released = new WeakMap<DeliveryRecord, { next: DeliveryRecord; sure: boolean }>();
+  /** Records sent on at their turn without the gate's look (their predecessor's end just saw them next). */
+  const admitted = new WeakSet<DeliveryRecord>();
+  /** An ordered delivery has ended: its row goes, and the next of its entity, if it waits, is sent on (see below). */
+  const endOrdered = async (record: DeliveryRecord, sure = true) => {
     const order = deps.order;
     if (!order || !isOrdered(record)) return;
-    await durably('releasing the next delivery of the entity', record, () => order.ended(record));
+    let next: DeliveryRecord | undefined;
+    await durably("ending the delivery's turn", record, async () => (next = await order.ended(record)));
+    if (next) released.set(record, { next, sure });
   };
 
   /**
-   * Leaves an ordered delivery waiting for an earlier one of its entity, without an attempt: the history says which,
-   * and the earlier one's end publishes it again. Meanwhile its record hops through the retry tiers toward a check (a
-   * safety net should that release be lost in a crash: sooner for a short wait, at most hourly) or its deadline.
+   * Leaves an ordered delivery waiting for an earlier one of its entity, without an attempt: the earlier one's end
+   * sends it on. Meanwhile its record hops through the retry tiers toward a check (a safety net should its turn never
+   * come: after as long as it has waited, 5 minutes at least and an hour at most) or its deadline; from the first
+   * check on, the history says which delivery it waits for.
    */
   const wait = async (record: DeliveryRecord, blocker: string, deadline: number) => {
     const at = now();
@@ -165,10 +188,13 @@ export function createDeliveryHandler(
       deadline,
       at + Math.min(Math.max(at - record.queuedAt, ORDER_CHECK_MIN_MS), ORDER_CHECK_MAX_MS),
     );
-    const reason = `waiting for delivery ${blocker}, of an earlier event of entity ${record.entityId} (ordering: entity)`;
-    await durably('recording the wait', record, () =>
-      deps.attempts.defer(seriesOf(record), record.attempt - 1, null, reason),
-    );
+    // Noted in the history once its check finds it still waiting: most waits end within a round trip or a retry.
+    if (record.holdUntil !== undefined) {
+      const reason = `waiting for delivery ${blocker}, of an earlier event of entity ${record.entityId} (ordering: entity)`;
+      await durably('recording the wait', record, () =>
+        deps.attempts.defer(seriesOf(record), record.attempt - 1, null, reason),
+      );
+    }
     const hop = holdHop(at, checkAt, settings.retryDelaysMs);
     const { expiryHop: _hop, holdUntil: _held, ...series } = record;
     // A possible duplicate when it comes back: the release may have sent it meanwhile.
@@ -264,7 +290,7 @@ export function createDeliveryHandler(
     deps.metrics?.outcome('duplicate', undefined);
     logger.info(logFields(record, 'duplicate', { status }), 'duplicate delivery record skipped');
     // An ended series whose end may not have released the next of its entity (a crash in between): done again.
-    if (FINAL.has(status as DeliveryStatus)) await endOrdered(record);
+    if (FINAL.has(status as DeliveryStatus)) await endOrdered(record, false);
   };
 
   const handle = async (record: DeliveryRecord, slot: { release(): void } | undefined) => {
@@ -324,9 +350,11 @@ export function createDeliveryHandler(
       }
     }
 
-    if (deps.order && isOrdered(record)) {
-      // Ordering 'entity': sent only once no earlier delivery of its entity is pending.
-      const admission = await deps.order.admit(record, subscription.supersedePendingDeliveries);
+    if (deps.order && isOrdered(record) && !admitted.has(record)) {
+      // Ordering 'entity': sent only once no earlier delivery of its entity is pending. A record seen again (a check,
+      // a release, a redelivery) has the rows before it checked, not only read.
+      const thorough = record.mayBeDuplicate === true || record.holdUntil !== undefined;
+      const admission = await deps.order.admit(record, subscription.supersedePendingDeliveries, thorough);
       if (!admission.go) return wait(record, admission.blocker, deadline);
       if (admission.unlisted) {
         // No row: it ended, or this attempt was made by a copy of it (a duplicate). Sent again, it could reach the
@@ -426,11 +454,12 @@ export function createDeliveryHandler(
     }
   };
 
-  return async (record, slot) => {
+  /** One record, alone or beside other records of its series in this process. */
+  const handleOnce = async (record: DeliveryRecord, slot: { release(): void } | undefined) => {
     // Two records of one series in this process at once (a possible duplicate beside its original, both read before
     // either wrote): the one that comes second, for an attempt no later than the first's, is the duplicate. Except for
-    // an ordered delivery: the first may only be waiting or hopping toward a check, and the second be the release of
-    // its turn. It waits for the first to finish (holding no slot), then decides from what the first left.
+    // an ordered delivery: the first may only be waiting or hopping toward a check, and the second be its turn come.
+    // It waits for the first to finish (holding no slot), then decides from what the first left.
     let busy = handling.get(record.deliveryId);
     while (record.mayBeDuplicate && busy !== undefined && busy.attempt >= record.attempt) {
       if (!isOrdered(record)) return skipDuplicate(record, 'in flight');
@@ -450,6 +479,32 @@ export function createDeliveryHandler(
     } finally {
       handling.delete(record.deliveryId);
       done();
+    }
+  };
+
+  /**
+   * Handles a record, then the deliveries of its entity whose turn its end brought (ordering 'entity'), one after the
+   * other in this same call: a released delivery neither goes back to the end of the deliveries topic nor waits for a
+   * slot, it takes the place of the one before it. Its record stays uncommitted until the chain ends, so a crash
+   * meanwhile hands it again and its end releases the next again. After MAX_CHAIN the next is published instead.
+   */
+  return async (record, slot) => {
+    let current = record;
+    for (let sent = 0; ; sent += 1) {
+      await handleOnce(current, sent === 0 ? slot : undefined);
+      const turn = released.get(current);
+      if (!turn) return;
+      released.delete(current);
+      const order = deps.order!;
+      const { next, sure } = turn;
+      if (sent >= MAX_CHAIN) {
+        await durably('releasing the next delivery of the entity', next, () => order.release(next));
+        return;
+      }
+      await deps.paceChained?.(next.subscriptionId);
+      // Found on a duplicate's end, a copy of it may have been sent meanwhile: checked as a possible duplicate.
+      current = { ...next, mayBeDuplicate: !sure };
+      if (sure) admitted.add(current);
     }
   };
 }

@@ -34,6 +34,8 @@ import { RateLimiter } from './rate-limiter.ts';
 import { createDeliveryHandler } from './delivery-handler.ts';
 import { EntityOrderGate } from './entity-order-gate.ts';
 import { EntityOrderStore } from '../core/deliveries/entity-order.ts';
+import { statementSender } from '../core/cassandra.ts';
+import { WriteBatcher } from '../core/write-batcher.ts';
 import { createGuardedAgent, createSender } from './http-sender.ts';
 import { OriginGate } from './origin-gate.ts';
 import { retryAfterCap } from './outcome.ts';
@@ -91,7 +93,15 @@ export async function startDispatcher(
     ...config.cassandra.writeBatch,
     lingerMs: config.dispatcher.historyLingerMs,
   });
-  const orderStore = new EntityOrderStore(platform.db);
+  const orderStore = new EntityOrderStore(
+    platform.db,
+    new WriteBatcher(statementSender(platform.db), {
+      ...config.cassandra.writeBatch,
+      lingerMs: config.dispatcher.historyLingerMs,
+    }),
+  );
+  // maxDeliveriesPerSecond, across all dispatchers: this member's share of each limit (rate-limiter.ts for the design).
+  const rates = new RateLimiter(partitionOf, (cause) => metrics.rateLimitedWait(cause));
   const handle = createDeliveryHandler({
     subscriptions: {
       get: (tenantId, id, readSince) => cache.get(tenantId, id, readSince),
@@ -150,6 +160,10 @@ export async function startDispatcher(
       now: Date.now,
       lifetimeMs: webhook.deliveryLifetimeMs,
     }),
+    paceChained: async (subscriptionId) => {
+      for (let wait = rates.wait(subscriptionId); wait > 0; wait = rates.wait(subscriptionId))
+        await new Promise((resolve) => setTimeout(resolve, wait));
+    },
     replayOutcomes: {
       ended: async (tenantId, jobId, outcome) => {
         await replayJobs.countOutcome(tenantId, jobId, outcome);
@@ -159,8 +173,6 @@ export async function startDispatcher(
     settings: webhook,
   });
 
-  // maxDeliveriesPerSecond, across all dispatchers: this member's share of each limit (rate-limiter.ts for the design).
-  const rates = new RateLimiter(partitionOf, (cause) => metrics.rateLimitedWait(cause));
   // A record is decoded once: before its lane (to learn its subscription's limit), and the handler reuses it.
   const decoded = new WeakMap<ConsumedRecord, Promise<DeliveryRecord>>();
   const decode = (record: ConsumedRecord, value: Buffer) => {

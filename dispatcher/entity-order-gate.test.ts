@@ -39,10 +39,10 @@ function world(options: { onFirst?: (reads: number) => void } = {}) {
       options.onFirst?.(reads++);
       return [...rows].sort((a, b) => (before(a, b) ? -1 : 1)).slice(0, limit);
     },
-    markWaiting: async (_key, row) => {
-      log.push(`markWaiting ${row.deliveryId}`);
+    markWaiting: async (_key, row, waiting = true) => {
+      log.push(`${waiting ? 'markWaiting' : 'unmark'} ${row.deliveryId}`);
       const found = rows.find((r) => r.deliveryId === row.deliveryId);
-      if (found) found.waiting = true;
+      if (found) found.waiting = waiting;
     },
     remove: async (_key, row) => {
       log.push(`remove ${row.deliveryId}`);
@@ -75,7 +75,7 @@ describe('EntityOrderGate.admit', () => {
     const w = world();
     const first = w.add(record('d1', 10));
     w.add(record('d2', 11));
-    expect(await w.gate.admit(first, false)).toEqual({ go: true });
+    expect(await w.gate.admit(first, false, true)).toEqual({ go: true });
     expect(w.log).toEqual([]);
   });
 
@@ -83,8 +83,8 @@ describe('EntityOrderGate.admit', () => {
     const w = world();
     const gone = record('d1', 10);
     w.add(record('d2', 11));
-    expect(await w.gate.admit(gone, false)).toEqual({ go: true, unlisted: true });
-    expect(await world().gate.admit(gone, false)).toEqual({ go: true, unlisted: true });
+    expect(await w.gate.admit(gone, false, true)).toEqual({ go: true, unlisted: true });
+    expect(await world().gate.admit(gone, false, true)).toEqual({ go: true, unlisted: true });
   });
 
   it('holds a delivery while an earlier one is pending (in flight or retrying), marking it waiting', async () => {
@@ -95,7 +95,7 @@ describe('EntityOrderGate.admit', () => {
       const w = world();
       w.add(record('d1', 10), state);
       const second = w.add(record('d2', 11));
-      expect(await w.gate.admit(second, false)).toEqual({ go: false, blocker: 'd1' });
+      expect(await w.gate.admit(second, false, true)).toEqual({ go: false, blocker: 'd1' });
       expect(w.log).toEqual(['markWaiting d2']);
       expect(w.rows.find((row) => row.deliveryId === 'd2')?.waiting).toBe(true);
     }
@@ -105,7 +105,7 @@ describe('EntityOrderGate.admit', () => {
     const w = world();
     w.add(record('a', 10));
     const b = w.add(record('b', 10));
-    expect(await w.gate.admit(b, false)).toEqual({ go: false, blocker: 'a' });
+    expect(await w.gate.admit(b, false, true)).toEqual({ go: false, blocker: 'a' });
   });
 
   it('admits a delivery whose predecessor ended between its first look and its mark (its end saw no mark)', async () => {
@@ -116,8 +116,9 @@ describe('EntityOrderGate.admit', () => {
     });
     w.add(record('d1', 10));
     const second = w.add(record('d2', 11));
-    expect(await w.gate.admit(second, false)).toEqual({ go: true });
-    expect(w.log).toEqual(['markWaiting d2']);
+    expect(await w.gate.admit(second, false, true)).toEqual({ go: true });
+    // Sent by this look, not by the end of d1: the mark goes, so that no end sends it again.
+    expect(w.log).toEqual(['markWaiting d2', 'unmark d2']);
   });
 
   it('clears rows left over: an ended delivery, one with no history, one long past its deadline', async () => {
@@ -126,15 +127,26 @@ describe('EntityOrderGate.admit', () => {
     w.rows.push({ seq: 2, deliveryId: 'no-history', waiting: false, record: record('no-history', 2) });
     w.add(record('stale', 3, { queuedAt: NOW - DAY - 2 * 60 * MINUTE }));
     const mine = w.add(record('mine', 4));
-    expect(await w.gate.admit(mine, false)).toEqual({ go: true });
+    expect(await w.gate.admit(mine, false, true)).toEqual({ go: true });
     expect(w.log).toEqual(['remove ended', 'remove no-history', 'remove stale']);
+  });
+
+  it("trusts the rows for a record seen the first time: an ended predecessor's row is cleared only by a thorough look", async () => {
+    const w = world();
+    w.add(record('ended', 1), { status: 'acknowledged', attemptCount: 1 });
+    const mine = w.add(record('mine', 2));
+    expect(await w.gate.admit(mine, false, false)).toEqual({ go: false, blocker: 'ended' });
+    expect(w.log).toEqual(['markWaiting mine']);
+    // Its check comes back (thorough): the row goes, and it is no longer marked waiting (sent here, not on release).
+    expect(await w.gate.admit(mine, false, true)).toEqual({ go: true });
+    expect(w.log).toEqual(['markWaiting mine', 'remove ended', 'unmark mine']);
   });
 
   it('with supersedePendingDeliveries, supersedes an earlier delivery waiting for a retry well ahead, not one about to be tried', async () => {
     const w = world();
     w.add(record('d1', 10), { status: 'retrying', attemptCount: 3, nextRetryAt: new Date(NOW + 8 * MINUTE) });
     const newer = w.add(record('d2', 11));
-    expect(await w.gate.admit(newer, true)).toEqual({ go: true });
+    expect(await w.gate.admit(newer, true, true)).toEqual({ go: true });
     expect(w.log).toEqual(['supersede d1 after 3 by d2', 'remove d1']);
 
     for (const state of [
@@ -144,31 +156,40 @@ describe('EntityOrderGate.admit', () => {
       const soon = world();
       soon.add(record('d1', 10), state);
       const next = soon.add(record('d2', 11));
-      expect(await soon.gate.admit(next, true)).toEqual({ go: false, blocker: 'd1' });
+      expect(await soon.gate.admit(next, true, false)).toEqual({ go: false, blocker: 'd1' });
     }
     // Without the setting, a retrying predecessor is waited for.
     const plain = world();
     plain.add(record('d1', 10), { status: 'retrying', attemptCount: 3, nextRetryAt: new Date(NOW + 8 * MINUTE) });
-    expect(await plain.gate.admit(plain.add(record('d2', 11)), false)).toEqual({ go: false, blocker: 'd1' });
+    expect(await plain.gate.admit(plain.add(record('d2', 11)), false, true)).toEqual({ go: false, blocker: 'd1' });
   });
 });
 
 describe('EntityOrderGate.ended', () => {
-  it("releases the next delivery when it waits, then deletes the ended one's row", async () => {
+  it("deletes the ended delivery's row and answers the next one when it waits", async () => {
     const w = world();
     const first = w.add(record('d1', 10));
-    w.add(record('d2', 11));
+    const second = w.add(record('d2', 11));
     w.rows[1]!.waiting = true;
-    await w.gate.ended(first);
-    expect(w.log).toEqual(['release d2', 'remove d1']);
+    expect(await w.gate.ended(first)).toEqual(second);
+    expect(w.log).toEqual(['remove d1']);
     expect(w.rows.map((row) => row.deliveryId)).toEqual(['d2']);
   });
 
-  it('releases nothing when the next has not been seen by a dispatcher yet, or when the ended one was not first', async () => {
-    const w = world();
+  it('deletes its row before it reads the next: a successor marking itself meanwhile sees it gone, or is seen', async () => {
+    const seen: string[][] = [];
+    const w = world({ onFirst: () => seen.push(w.rows.map((row) => row.deliveryId)) });
     const first = w.add(record('d1', 10));
     w.add(record('d2', 11));
     await w.gate.ended(first);
+    expect(seen).toEqual([['d2']]);
+  });
+
+  it('answers nothing when the next has not been seen by a dispatcher yet, or when the ended one was not first', async () => {
+    const w = world();
+    const first = w.add(record('d1', 10));
+    w.add(record('d2', 11));
+    expect(await w.gate.ended(first)).toBeUndefined();
     expect(w.log).toEqual(['remove d1']);
 
     const behind = world();
@@ -176,17 +197,23 @@ describe('EntityOrderGate.ended', () => {
     const second = behind.add(record('d2', 11));
     behind.add(record('d3', 12));
     behind.rows[2]!.waiting = true;
-    await behind.gate.ended(second); // abandoned while it waited: d3 still waits for d1
+    expect(await behind.gate.ended(second)).toBeUndefined(); // abandoned while it waited: d3 still waits for d1
     expect(behind.log).toEqual(['remove d2']);
   });
 
-  it('is harmless when repeated (a duplicate of an ended delivery)', async () => {
+  it('answers the next again when repeated after a crash (its row was gone, the next not yet sent)', async () => {
     const w = world();
     const first = w.add(record('d1', 10));
-    w.add(record('d2', 11));
+    const second = w.add(record('d2', 11));
     w.rows[1]!.waiting = true;
-    await w.gate.ended(first);
-    await w.gate.ended(first);
-    expect(w.log).toEqual(['release d2', 'remove d1', 'remove d1']);
+    expect(await w.gate.ended(first)).toEqual(second);
+    expect(await w.gate.ended(first)).toEqual(second);
+    expect(w.log).toEqual(['remove d1', 'remove d1']);
+  });
+
+  it('publishes a released record through its dependency', async () => {
+    const w = world();
+    await w.gate.release(record('d2', 11));
+    expect(w.log).toEqual(['release d2']);
   });
 });

@@ -5,7 +5,7 @@ import { before, orderKeyOf, type EntityKey, type OrderRow } from '../core/deliv
 /** The entity-order rows as the gate reads and changes them (EntityOrderStore). */
 export interface OrderLedger {
   first(key: EntityKey, limit: number): Promise<OrderRow[]>;
-  markWaiting(key: EntityKey, row: { seq: number; deliveryId: string }): Promise<void>;
+  markWaiting(key: EntityKey, row: { seq: number; deliveryId: string }, waiting?: boolean): Promise<void>;
   remove(key: EntityKey, row: { seq: number; deliveryId: string; queuedAt: number }): Promise<void>;
 }
 
@@ -49,17 +49,36 @@ const SUPERSEDE_MARGIN_MS = 30_000;
 export class EntityOrderGate {
   constructor(private readonly deps: EntityOrderDeps) {}
 
-  async admit(record: DeliveryRecord & { orderSeq: number }, supersedes: boolean): Promise<Admission> {
+  /**
+   * `thorough`: the earlier delivery's state is read, and its row cleared if it has ended or was left over; otherwise
+   * (a record seen for the first time) a row is trusted, and one left over is cleared by the waiting delivery's check.
+   */
+  async admit(
+    record: DeliveryRecord & { orderSeq: number },
+    supersedes: boolean,
+    thorough: boolean,
+  ): Promise<Admission> {
     const key = orderKeyOf(record);
     const mine = { seq: record.orderSeq, deliveryId: record.deliveryId };
     let marked = false;
     for (;;) {
       const rows = await this.deps.ledger.first(key, LOOKAHEAD);
       const blocker = rows.find((row) => row.deliveryId !== record.deliveryId && before(row, mine));
-      // Its own row is among the first ones when nothing comes before it; without it, the delivery has ended (this is
-      // a duplicate, a retry of a copy sent twice across a rebalance, say): the handler checks its state.
-      if (!blocker)
-        return rows.some((row) => row.deliveryId === record.deliveryId) ? { go: true } : { go: true, unlisted: true };
+      if (!blocker) {
+        // Its own row is among the first ones when nothing comes before it; without it, the delivery has ended (this
+        // is a duplicate, a retry of a copy sent twice across a rebalance, say): the handler checks its state.
+        const own = rows.find((row) => row.deliveryId === record.deliveryId);
+        if (!own) return { go: true, unlisted: true };
+        // Sent here, not by the end of the one before it: that end must not send it again.
+        if (own.waiting || marked) await this.deps.ledger.markWaiting(key, mine, false);
+        return { go: true };
+      }
+      if (!thorough && !supersedes) {
+        if (marked) return { go: false, blocker: blocker.deliveryId };
+        await this.deps.ledger.markWaiting(key, mine);
+        marked = true;
+        continue;
+      }
       const state = await this.deps.state(record.tenantId, blocker.deliveryId);
       if (!state || FINAL.has(state.status) || this.leftOver(blocker)) {
         await this.deps.ledger.remove(key, { ...blocker, queuedAt: blocker.record?.queuedAt ?? 0 });
@@ -79,19 +98,24 @@ export class EntityOrderGate {
   }
 
   /**
-   * A delivery has ended (acknowledged, abandoned, superseded): its row goes, and if it was the first, the next one is
-   * published again when it waits. Released before the row is deleted: a crash in between leaves the row, whose
-   * delivery is ended, and the next delivery's gate clears it.
+   * A delivery has ended (acknowledged, abandoned, superseded): its row goes, and the next delivery of its entity is
+   * returned when it waits, for the caller to send on (or to `release`). Deleted first, then read: a delivery that
+   * marks itself waiting and then reads (admit) either sees this row gone, or is seen waiting here. The next is
+   * returned whether or not this row was still there: a crash after the deletion and before the next was sent leaves
+   * it waiting, and the ended delivery's record, handled again, ends it again.
    */
-  async ended(record: DeliveryRecord & { orderSeq: number }): Promise<void> {
+  async ended(record: DeliveryRecord & { orderSeq: number }): Promise<DeliveryRecord | undefined> {
     const key = orderKeyOf(record);
-    const [first, next] = await this.deps.ledger.first(key, 2);
-    if (first?.deliveryId === record.deliveryId && next?.waiting && next.record) await this.deps.release(next.record);
-    await this.deps.ledger.remove(key, {
-      seq: record.orderSeq,
-      deliveryId: record.deliveryId,
-      queuedAt: record.queuedAt,
-    });
+    const mine = { seq: record.orderSeq, deliveryId: record.deliveryId };
+    await this.deps.ledger.remove(key, { ...mine, queuedAt: record.queuedAt });
+    const [next] = await this.deps.ledger.first(key, 1);
+    // Only a delivery after this one: one before it (this one ended while it waited) still waits for another.
+    return next?.waiting && before(mine, next) ? next.record : undefined;
+  }
+
+  /** Publishes a waiting delivery's record again (marked as a possible duplicate): its turn has come. */
+  release(record: DeliveryRecord): Promise<void> {
+    return this.deps.release(record);
   }
 
   private leftOver(row: OrderRow): boolean {

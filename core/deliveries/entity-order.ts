@@ -1,5 +1,5 @@
 import type { CassandraClient } from '../cassandra.ts';
-import type { WriteStatement } from '../write-batcher.ts';
+import type { WriteBatcher, WriteStatement } from '../write-batcher.ts';
 import type { DeliveryRecord } from './delivery-record.ts';
 
 /**
@@ -57,7 +57,16 @@ export function recordFromText(text: string): DeliveryRecord {
 
 /** Cassandra store of the entities' orders (entity_order). */
 export class EntityOrderStore {
-  constructor(private readonly db: CassandraClient) {}
+  /** `writes`: the marks and deletions ride in batched requests with other handlers' (write-batcher.ts). */
+  constructor(
+    private readonly db: CassandraClient,
+    private readonly writes?: Pick<WriteBatcher, 'write'>,
+  ) {}
+
+  private async write(statement: WriteStatement): Promise<void> {
+    if (this.writes) await this.writes.write([statement]);
+    else await this.db.execute(statement.query, statement.params);
+  }
 
   /**
    * The row of a delivery about to be published, stamped with the routing's write time (its source record's): routing
@@ -94,13 +103,13 @@ export class EntityOrderStore {
     }));
   }
 
-  /** Marks a delivery as waiting for the ones before it: the one that ends before it publishes it again. */
-  async markWaiting(key: EntityKey, row: { seq: number; deliveryId: string }): Promise<void> {
-    await this.db.execute(
-      `UPDATE entity_order SET waiting = true
+  /** Marks a delivery as waiting for the ones before it (or no longer: it is being sent otherwise). */
+  async markWaiting(key: EntityKey, row: { seq: number; deliveryId: string }, waiting = true): Promise<void> {
+    await this.write({
+      query: `UPDATE entity_order SET waiting = ?
         WHERE tenant_id = ? AND subscription_id = ? AND entity_id = ? AND seq = ? AND delivery_id = ?`,
-      [key.tenantId, key.subscriptionId, key.entityId, row.seq, row.deliveryId],
-    );
+      params: [waiting, key.tenantId, key.subscriptionId, key.entityId, row.seq, row.deliveryId],
+    });
   }
 
   /**
@@ -108,10 +117,10 @@ export class EntityOrderStore {
    * router's source: a row stamped ahead of the clock would otherwise outlive its deletion.
    */
   async remove(key: EntityKey, row: { seq: number; deliveryId: string; queuedAt: number }): Promise<void> {
-    await this.db.execute(
-      `DELETE FROM entity_order USING TIMESTAMP ?
+    await this.write({
+      query: `DELETE FROM entity_order USING TIMESTAMP ?
         WHERE tenant_id = ? AND subscription_id = ? AND entity_id = ? AND seq = ? AND delivery_id = ?`,
-      [
+      params: [
         Math.max(Date.now(), row.queuedAt + 1) * 1000,
         key.tenantId,
         key.subscriptionId,
@@ -119,6 +128,6 @@ export class EntityOrderStore {
         row.seq,
         row.deliveryId,
       ],
-    );
+    });
   }
 }
