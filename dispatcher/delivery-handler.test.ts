@@ -1244,4 +1244,15 @@ describe('ordering "entity"', () => {
     expect(t.send).toHaveBeenCalledTimes(17);
     expect(gate.calls.at(-1)).toBe('release del-18');
   });
+
+  it("sends a waiting delivery's check on toward its time without reading anything", async () => {
+    const gate = order({ go: true });
+    const now = QUEUED_AT + 10 * MINUTE;
+    const t = setup({ order: gate, now, state: { status: 'queued', attemptCount: 0 } });
+    await t.handle(ordered({ mayBeDuplicate: true, holdUntil: now + 3 * MINUTE }));
+    expect(t.log).toEqual(['scheduleRetry']);
+    expect(t.scheduleRetry.mock.calls[0]![1]).toMatchObject({ holdUntil: now + 3 * MINUTE, mayBeDuplicate: true });
+    expect(DELAYS[t.scheduleRetry.mock.calls[0]![0]]).toBe(2 * MINUTE);
+    expect(gate.calls).toEqual([]);
+  });
 });

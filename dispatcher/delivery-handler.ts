@@ -294,6 +294,13 @@ export function createDeliveryHandler(
   };
 
   const handle = async (record: DeliveryRecord, slot: { release(): void } | undefined) => {
+    if (isOrdered(record) && record.holdUntil !== undefined && now() < record.holdUntil && !record.expiryHop) {
+      // A waiting delivery's check, not due yet (short retry tiers bring it back often): on toward it, reading nothing.
+      // Whether it was sent meanwhile is looked at when it is due. Its time never passes its deadline (see wait).
+      const hop = holdHop(now(), record.holdUntil, settings.retryDelaysMs);
+      await deps.scheduleRetry(hop.tier, { ...record, dueAt: hop.dueAt });
+      return;
+    }
     if (record.mayBeDuplicate) {
       // Routed again, or redelivered after a rebalance: a finished series, or an attempt already made, is not repeated.
       const state = await deps.attempts.state(record.tenantId, record.deliveryId);
