@@ -41,10 +41,10 @@ const SUPERSEDE_MARGIN_MS = 30_000;
 
 /**
  * Ordered delivery per entity, as the dispatcher applies it (core/deliveries/entity-order.ts for the whole design).
- * `admit` says whether a delivery may be sent now: yes when no earlier delivery of its entity is pending. Rows whose
- * delivery has ended (a crash between its end and its row's deletion) or was never published are cleared on the way;
- * with supersedePendingDeliveries, an earlier delivery waiting for a retry is superseded rather than waited for.
- * `ended` deletes an ended delivery's row and releases the next one if it waits.
+ * `admit` says whether a delivery may be sent now: yes when no earlier delivery of its entity is pending. On a thorough
+ * look, rows whose delivery has ended or was never published are cleared on the way; with supersedePendingDeliveries,
+ * an earlier delivery waiting for a retry is superseded rather than waited for. `ended` deletes an ended delivery's
+ * row and answers the next one if it waits, for the handler to send on.
  */
 export class EntityOrderGate {
   constructor(private readonly deps: EntityOrderDeps) {}
