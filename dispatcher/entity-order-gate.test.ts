@@ -185,6 +185,16 @@ describe('EntityOrderGate.ended', () => {
     expect(seen).toEqual([['d2']]);
   });
 
+  it('deletes a second row of its own (its event published twice, both routings queued it)', async () => {
+    const w = world();
+    const mine = w.add(record('d1', 10));
+    w.rows.push({ seq: 30, deliveryId: 'd1', waiting: false, record: { ...mine, orderSeq: 30 } });
+    w.add(record('d2', 40));
+    w.rows[2]!.waiting = true;
+    expect((await w.gate.ended(mine))?.deliveryId).toBe('d2');
+    expect(w.rows.map((row) => row.deliveryId)).toEqual(['d2']);
+  });
+
   it('answers nothing when the next has not been seen by a dispatcher yet, or when the ended one was not first', async () => {
     const w = world();
     const first = w.add(record('d1', 10));

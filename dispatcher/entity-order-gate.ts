@@ -108,7 +108,12 @@ export class EntityOrderGate {
     const key = orderKeyOf(record);
     const mine = { seq: record.orderSeq, deliveryId: record.deliveryId };
     await this.deps.ledger.remove(key, { ...mine, queuedAt: record.queuedAt });
-    const [next] = await this.deps.ledger.first(key, 1);
+    let [next] = await this.deps.ledger.first(key, 1);
+    // A row of its own at another place (its event published twice, both routings queued it): it goes too.
+    while (next?.deliveryId === record.deliveryId) {
+      await this.deps.ledger.remove(key, { ...next, queuedAt: record.queuedAt });
+      [next] = await this.deps.ledger.first(key, 1);
+    }
     // Only a delivery after this one: one before it (this one ended while it waited) still waits for another.
     return next?.waiting && before(mine, next) ? next.record : undefined;
   }

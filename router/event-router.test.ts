@@ -414,6 +414,7 @@ describe('routeEvent with subscription filters', () => {
         release,
         source: {
           offset,
+          redelivered: false,
           written: () => log.push('written'),
           earlier: async () => {
             log.push('earlier');
@@ -483,14 +484,19 @@ describe('routeEvent with subscription filters', () => {
       expect(record!.orderSeq).toBeUndefined();
     });
 
-    it('writes the row again for a queued series published again (its first routing may have stopped before it)', async () => {
+    it('writes the row again for a queued series routed again from the same record, not from a repeat elsewhere', async () => {
       const routed = new Map<string, DeliveryStatus>([[deliveryIdFor(event.eventId, 'ordered'), 'queued']]);
       const { deps, calls } = fakes([subscription('ordered', { ordering: 'entity' })], { routed });
       const position = source(9);
       position.release();
-      const [record] = await routeEvent(event, RECEIVED_AT, { ...deps, source: position.source }, true);
+      const redelivered = { ...position.source, redelivered: true };
+      const [record] = await routeEvent(event, RECEIVED_AT, { ...deps, source: redelivered }, true);
       expect(record).toMatchObject({ orderSeq: 9, mayBeDuplicate: true });
       expect(calls.map((c) => c.kind)).toEqual(['subscriptionsOf', 'enqueueOrdered', 'publish']);
+      // The producer published the event again (another offset): its first routing's row keeps its place.
+      const repeat = fakes([subscription('ordered', { ordering: 'entity' })], { routed });
+      await routeEvent(event, RECEIVED_AT, { ...repeat.deps, source: { ...position.source, offset: 30 } }, true);
+      expect(repeat.calls.map((c) => c.kind)).toEqual(['subscriptionsOf', 'publish']);
     });
   });
 });

@@ -29,7 +29,7 @@ export interface RouterDeps {
    * order (router/source-order.ts): `written` once this event's rows are stored, `earlier` resolving once every earlier
    * event of its partition has stored its own. Without them, no delivery is ordered.
    */
-  source?: { offset: number; written(): void; earlier(): Promise<void> };
+  source?: { offset: number; redelivered: boolean; written(): void; earlier(): Promise<void> };
   /** Told how long the two waits of routing took (ms): the history write, and the publication. */
   observe?: (part: 'routing_write' | 'routing_publish', ms: number) => void;
 }
@@ -120,9 +120,11 @@ export async function routeEvent(
   }
   const fresh = records.filter(({ record }) => !routed.has(record.deliveryId));
   const deliveries = fresh.map(({ record }) => queuedDelivery(record));
-  // Every ordered delivery about to be published has its row, a queued one published again too (its first routing
-  // may have stopped before writing it): the same cells, from the same source record.
+  // Every new ordered delivery gets its row before it is published, and so does a queued one published again from the
+  // same source record (its first routing may have stopped before writing it): the same cells. One published again
+  // from another record (the producer's repeat, at another offset) is not given a second place.
   const ordered = records
+    .filter(({ record }) => !routed.has(record.deliveryId) || source?.redelivered === true)
     .map(({ record }): DeliveryRecord => record)
     .filter((record): record is DeliveryRecord & { orderSeq: number } => typeof record.orderSeq === 'number');
   // A payload over the limit is never embedded, so it is not kept either (it can be tens of megabytes).

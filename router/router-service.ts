@@ -91,6 +91,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
           observe: (part, ms) => metrics.stage(part, ms),
           source: {
             offset,
+            redelivered: record.redelivered === true,
             written: () => sourceOrder.written(partition, offset),
             earlier: () => sourceOrder.earlier(partition, offset),
           },
