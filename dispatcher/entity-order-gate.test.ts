@@ -33,10 +33,13 @@ function world(options: { onFirst?: (reads: number) => void } = {}) {
   const rows: OrderRow[] = [];
   const states = new Map<string, SeriesState>();
   const log: string[] = [];
+  /** Each read of the rows: with their records or bare. */
+  const looks: string[] = [];
   let reads = 0;
   const ledger: OrderLedger = {
-    first: async (_key: EntityKey, limit: number) => {
+    first: async (_key: EntityKey, limit: number, withRecords = true) => {
       options.onFirst?.(reads++);
+      looks.push(withRecords ? 'with records' : 'bare');
       return [...rows].sort((a, b) => (before(a, b) ? -1 : 1)).slice(0, limit);
     },
     markWaiting: async (_key, row, waiting = true) => {
@@ -67,7 +70,7 @@ function world(options: { onFirst?: (reads: number) => void } = {}) {
     states.set(delivery.deliveryId, state);
     return delivery;
   };
-  return { rows, states, log, gate, add };
+  return { rows, states, log, looks, gate, add };
 }
 
 describe('EntityOrderGate.admit', () => {
@@ -137,6 +140,7 @@ describe('EntityOrderGate.admit', () => {
     const mine = w.add(record('mine', 2));
     expect(await w.gate.admit(mine, false, false)).toEqual({ go: false, blocker: 'ended' });
     expect(w.log).toEqual(['markWaiting mine']);
+    expect(w.looks).toEqual(['bare', 'bare']); // a record is kilobytes: a first look reads none
     // Its check comes back (thorough): the row goes, and it is no longer marked waiting (sent here, not on release).
     expect(await w.gate.admit(mine, false, true)).toEqual({ go: true });
     expect(w.log).toEqual(['markWaiting mine', 'remove ended', 'unmark mine']);

@@ -4,7 +4,8 @@ import { before, orderKeyOf, type EntityKey, type OrderRow } from '../core/deliv
 
 /** The entity-order rows as the gate reads and changes them (EntityOrderStore). */
 export interface OrderLedger {
-  first(key: EntityKey, limit: number): Promise<OrderRow[]>;
+  /** Rows without their records when `withRecords` is false (their `record` then undefined). */
+  first(key: EntityKey, limit: number, withRecords?: boolean): Promise<OrderRow[]>;
   markWaiting(key: EntityKey, row: { seq: number; deliveryId: string }, waiting?: boolean): Promise<void>;
   remove(key: EntityKey, row: { seq: number; deliveryId: string; queuedAt: number }): Promise<void>;
 }
@@ -62,7 +63,8 @@ export class EntityOrderGate {
     const mine = { seq: record.orderSeq, deliveryId: record.deliveryId };
     let marked = false;
     for (;;) {
-      const rows = await this.deps.ledger.first(key, LOOKAHEAD);
+      // A first look needs only the places and the marks; a thorough one the records too (ages, supersede).
+      const rows = await this.deps.ledger.first(key, LOOKAHEAD, thorough || supersedes);
       const blocker = rows.find((row) => row.deliveryId !== record.deliveryId && before(row, mine));
       if (!blocker) {
         // Its own row is among the first ones when nothing comes before it; without it, the delivery has ended (this

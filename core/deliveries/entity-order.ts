@@ -88,19 +88,29 @@ export class EntityOrderStore {
     };
   }
 
-  /** The first `limit` pending deliveries of the entity, in order. */
-  async first(key: EntityKey, limit: number): Promise<OrderRow[]> {
+  /**
+   * The first `limit` pending deliveries of the entity, in order; with their records only when `withRecords` (a record
+   * is kilobytes: most looks need only the places and the marks), and each parsed only when read.
+   */
+  async first(key: EntityKey, limit: number, withRecords = true): Promise<OrderRow[]> {
     const result = await this.db.execute(
-      `SELECT seq, delivery_id, waiting, record FROM entity_order
+      `SELECT seq, delivery_id, waiting${withRecords ? ', record' : ''} FROM entity_order
         WHERE tenant_id = ? AND subscription_id = ? AND entity_id = ? LIMIT ${limit}`,
       [key.tenantId, key.subscriptionId, key.entityId],
     );
-    return result.rows.map((row) => ({
-      seq: Number(row.seq),
-      deliveryId: String(row.delivery_id),
-      waiting: row.waiting === true,
-      record: typeof row.record === 'string' ? recordFromText(row.record) : undefined,
-    }));
+    return result.rows.map((row) => {
+      const text = typeof row.record === 'string' ? row.record : undefined;
+      let record: DeliveryRecord | undefined;
+      return {
+        seq: Number(row.seq),
+        deliveryId: String(row.delivery_id),
+        waiting: row.waiting === true,
+        get record() {
+          if (record === undefined && text !== undefined) record = recordFromText(text);
+          return record;
+        },
+      };
+    });
   }
 
   /** Marks a delivery as waiting for the ones before it (or no longer: it is being sent otherwise). */
