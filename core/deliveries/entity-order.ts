@@ -11,8 +11,8 @@ import type { DeliveryRecord } from './delivery-record.ts';
  *   are always in the table before any dispatcher can see it;
  * - a dispatcher sends a delivery only while no earlier row is in its partition (dispatcher/entity-order-gate.ts);
  *   otherwise it marks the row waiting and leaves it;
- * - the delivery that ends (acknowledged, abandoned, superseded) deletes its row, and publishes again the next row's
- *   record if that one is waiting.
+ * - the delivery that ends (acknowledged, abandoned, superseded) deletes its row, then reads the next, and when that
+ *   one waits the same handler sends it on from the row's copy of its record (delivery-handler.ts).
  */
 export interface EntityKey {
   tenantId: string;
@@ -20,7 +20,7 @@ export interface EntityKey {
   entityId: string;
 }
 
-/** One pending delivery of an entity: its place, and the record as routed (to publish it again once released). */
+/** One pending delivery of an entity: its place, and the record as routed (to send it on once its turn comes). */
 export interface OrderRow {
   seq: number;
   deliveryId: string;
