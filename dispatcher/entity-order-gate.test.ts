@@ -42,6 +42,10 @@ function world(options: { onFirst?: (reads: number) => void } = {}) {
       looks.push(withRecords ? 'with records' : 'bare');
       return [...rows].sort((a, b) => (before(a, b) ? -1 : 1)).slice(0, limit);
     },
+    record: async (_key, row) => {
+      looks.push(`record of ${row.deliveryId}`);
+      return rows.find((r) => r.deliveryId === row.deliveryId && r.seq === row.seq)?.record;
+    },
     markWaiting: async (_key, row, waiting = true) => {
       log.push(`${waiting ? 'markWaiting' : 'unmark'} ${row.deliveryId}`);
       const found = rows.find((r) => r.deliveryId === row.deliveryId);
@@ -178,6 +182,21 @@ describe('EntityOrderGate.ended', () => {
     expect(await w.gate.ended(first)).toEqual(second);
     expect(w.log).toEqual(['remove d1']);
     expect(w.rows.map((row) => row.deliveryId)).toEqual(['d2']);
+  });
+
+  it('reads the next row bare, and its record only when it waits (a record is kilobytes, most ends find none waiting)', async () => {
+    const w = world();
+    const first = w.add(record('d1', 10));
+    w.add(record('d2', 11));
+    expect(await w.gate.ended(first)).toBeUndefined();
+    expect(w.looks).toEqual(['bare']);
+
+    const waiting = world();
+    const one = waiting.add(record('d1', 10));
+    const two = waiting.add(record('d2', 11));
+    waiting.rows[1]!.waiting = true;
+    expect(await waiting.gate.ended(one)).toEqual(two);
+    expect(waiting.looks).toEqual(['bare', 'record of d2']);
   });
 
   it('deletes its row before it reads the next: a successor marking itself meanwhile sees it gone, or is seen', async () => {

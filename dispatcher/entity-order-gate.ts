@@ -6,6 +6,8 @@ import { before, orderKeyOf, type EntityKey, type OrderRow } from '../core/deliv
 export interface OrderLedger {
   /** Rows without their records when `withRecords` is false (their `record` then undefined). */
   first(key: EntityKey, limit: number, withRecords?: boolean): Promise<OrderRow[]>;
+  /** One row's record (undefined when the row is gone). */
+  record(key: EntityKey, row: { seq: number; deliveryId: string }): Promise<DeliveryRecord | undefined>;
   markWaiting(key: EntityKey, row: { seq: number; deliveryId: string }, waiting?: boolean): Promise<void>;
   remove(key: EntityKey, row: { seq: number; deliveryId: string; queuedAt: number }): Promise<void>;
 }
@@ -110,14 +112,15 @@ export class EntityOrderGate {
     const key = orderKeyOf(record);
     const mine = { seq: record.orderSeq, deliveryId: record.deliveryId };
     await this.deps.ledger.remove(key, { ...mine, queuedAt: record.queuedAt });
-    let [next] = await this.deps.ledger.first(key, 1);
+    // Bare: most ends find the next not waiting (not yet dispatched), and a record is kilobytes.
+    let [next] = await this.deps.ledger.first(key, 1, false);
     // A row of its own at another place (its event published twice, both routings queued it): it goes too.
     while (next?.deliveryId === record.deliveryId) {
       await this.deps.ledger.remove(key, { ...next, queuedAt: record.queuedAt });
-      [next] = await this.deps.ledger.first(key, 1);
+      [next] = await this.deps.ledger.first(key, 1, false);
     }
     // Only a delivery after this one: one before it (this one ended while it waited) still waits for another.
-    return next?.waiting && before(mine, next) ? next.record : undefined;
+    return next?.waiting && before(mine, next) ? this.deps.ledger.record(key, next) : undefined;
   }
 
   /** Publishes a waiting delivery's record again (marked as a possible duplicate): its turn has come. */

@@ -113,6 +113,17 @@ export class EntityOrderStore {
     });
   }
 
+  /** One delivery's record as its row keeps it (undefined when the row is gone). */
+  async record(key: EntityKey, row: { seq: number; deliveryId: string }): Promise<DeliveryRecord | undefined> {
+    const result = await this.db.execute(
+      `SELECT record FROM entity_order
+        WHERE tenant_id = ? AND subscription_id = ? AND entity_id = ? AND seq = ? AND delivery_id = ?`,
+      [key.tenantId, key.subscriptionId, key.entityId, row.seq, row.deliveryId],
+    );
+    const text = result.rows[0]?.record;
+    return typeof text === 'string' ? recordFromText(text) : undefined;
+  }
+
   /** Marks a delivery as waiting for the ones before it (or no longer: it is being sent otherwise). */
   async markWaiting(key: EntityKey, row: { seq: number; deliveryId: string }, waiting = true): Promise<void> {
     await this.write({

@@ -411,6 +411,20 @@ try {
     stages.push(...entries.map((entry) => formatStage(service, entry)));
     if (runtime) runtimes.push(formatRuntime(service, runtime));
   }
+  // With ordered subscriptions, how many of their deliveries had to wait for an earlier one (the cost of ordering).
+  const waitLine =
+    orderedIds.size > 0
+      ? await (async () => {
+          const text = await (await fetch(`http://127.0.0.1:${metricsPorts.dispatcher}/metrics`)).text();
+          const count = (outcome: string) =>
+            [
+              ...text.matchAll(
+                new RegExp(`^webhook_deliveries_total\\{[^}]*outcome="${outcome}"[^}]*\\} (\\S+)$`, 'gm'),
+              ),
+            ].reduce((sum, match) => sum + Number(match[1]), 0);
+          return `ordering: ${count('waiting')} deliveries waited for an earlier one of their entity (dispatcher outcomes, warm-up included)`;
+        })()
+      : undefined;
   // The receiver shares the bench's process with the event publisher: its delays show in the latency too.
   runtimes.push(
     formatRuntime('bench: receiver and publisher', {
@@ -457,6 +471,7 @@ dispatcher RSS: max ${Math.max(...memory).toFixed(0)} MB, last ${memory.at(-1)?.
           );
         })
       : [];
+  if (waitLine) orderingLines.push(waitLine);
   for (const line of [...orderingLines, ...throttleLines, cpuLine, ...stages, ...runtimes]) console.log(line);
 } finally {
   clearInterval(sampler);

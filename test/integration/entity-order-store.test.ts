@@ -66,6 +66,9 @@ describe('EntityOrderStore', () => {
       [7, undefined],
       [42, undefined],
     ]);
+    // One row's record alone (an end that finds the next delivery waiting), none once the row is gone.
+    expect(await order.record(key, { seq: 42, deliveryId: middle.deliveryId })).toEqual(middle);
+    expect(await order.record(key, { seq: 43, deliveryId: middle.deliveryId })).toBeUndefined();
     // Another entity of the same subscription is another partition.
     expect(await order.first({ ...key, entityId: randomUUID() }, 10)).toEqual([]);
   });
