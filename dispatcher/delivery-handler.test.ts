@@ -65,6 +65,8 @@ interface Setup {
   now?: number;
   /** Milliseconds the fake clock moves during each send. */
   sendTakesMs?: number;
+  /** Awaited before each send is answered (a receiver the test holds), with the request's delivery id. */
+  answering?: (deliveryId: string | undefined) => Promise<void>;
   authHeaders?: AuthHeaders;
   scheduleRetry?: (tier: number, record: DeliveryRecord) => Promise<void>;
   /** The stored state answered for a record that may be a duplicate. */
@@ -93,6 +95,7 @@ function setup(options: Setup = {}) {
     log.push('send');
     sent.push(request);
     clock += options.sendTakesMs ?? 0;
+    await options.answering?.(request.headers['x-webhook-delivery-id']);
     return results.shift() ?? results.at(-1) ?? ok(200);
   });
   const attempts = {
@@ -755,6 +758,37 @@ describe('delivery handler: duplicates and poison', () => {
     if (!sent) expect(t.attempts.recordAttempt).not.toHaveBeenCalled();
   });
 
+  it('schedules the next attempt again for a possible duplicate whose attempt was recorded as retrying: a crash may have come before its retry was scheduled', async () => {
+    const nextRetryAt = new Date(QUEUED_AT + 6 * MINUTE);
+    const t = setup({ state: { status: 'retrying', attemptCount: 1, nextRetryAt } });
+    await t.handle({ ...deliveryRecord(), mayBeDuplicate: true });
+    expect(t.send).not.toHaveBeenCalled();
+    expect(t.scheduleRetry).toHaveBeenCalledTimes(1);
+    const [tier, again] = t.scheduleRetry.mock.calls[0]!;
+    // Held until a little after the recorded time, and checked then: if the first retry record was there after all,
+    // it has made the attempt by then, and this copy finds it made.
+    expect(again).toMatchObject({ attempt: 2, mayBeDuplicate: true, rescheduled: true });
+    expect(again.holdUntil).toBeGreaterThan(nextRetryAt.getTime());
+    expect(again.dueAt).toBe(t.now() + DELAYS[tier]!);
+
+    // Recorded as waiting for its deadline (an expiry hop): the hop is scheduled again.
+    const expiring = setup({ state: { status: 'retrying', attemptCount: 1, nextRetryAt: null } });
+    await expiring.handle({ ...deliveryRecord(), mayBeDuplicate: true });
+    expect(expiring.scheduleRetry.mock.calls[0]![1]).toMatchObject({ attempt: 2, expiryHop: true });
+
+    // The retry's own attempt made since: nothing is scheduled.
+    const later = setup({ state: { status: 'retrying', attemptCount: 2, nextRetryAt } });
+    await later.handle({ ...deliveryRecord(), mayBeDuplicate: true });
+    expect(later.scheduleRetry).not.toHaveBeenCalled();
+
+    // The copy itself, finding the attempt it holds made by the first retry (which failed too), makes no copy of its
+    // own: copies would otherwise breed for as long as the delivery retries.
+    const copy = setup({ state: { status: 'retrying', attemptCount: 2, nextRetryAt } });
+    await copy.handle({ ...deliveryRecord({ attempt: 2 }), mayBeDuplicate: true, rescheduled: true });
+    expect(copy.scheduleRetry).not.toHaveBeenCalled();
+    expect(copy.send).not.toHaveBeenCalled();
+  });
+
   it('a possible duplicate arriving while its original is being sent here is skipped, not sent twice', async () => {
     let answer: (result: AttemptResult) => void = () => undefined;
     const t = setup({ state: { status: 'queued', attemptCount: 0 } });
@@ -1024,9 +1058,11 @@ describe('delivery handler: circuit breaker', () => {
 
 describe('ordering "entity"', () => {
   /** An order whose admission the test sets, logging each call into the handler's log. */
+  /** `nexts`: the waiting record an end finds next; `heads`: the first row it finds (bare) otherwise. */
   function order(
     admission: { go: true; unlisted?: true } | { go: false; blocker: string },
     nexts: Record<string, DeliveryRecord> = {},
+    heads: Record<string, { seq: number; deliveryId: string }> = {},
   ) {
     const calls: string[] = [];
     const fake: EntityOrder & { calls: string[] } = {
@@ -1039,7 +1075,8 @@ describe('ordering "entity"', () => {
         calls.push(`ended ${record.deliveryId}`);
         const next = nexts[record.deliveryId];
         delete nexts[record.deliveryId];
-        return next;
+        const head = next ? { seq: next.orderSeq!, deliveryId: next.deliveryId } : heads[record.deliveryId];
+        return { head, next };
       }),
       release: vi.fn(async (record: DeliveryRecord) => {
         calls.push(`release ${record.deliveryId}`);
@@ -1243,6 +1280,81 @@ describe('ordering "entity"', () => {
     await t.handle(ordered());
     expect(t.send).toHaveBeenCalledTimes(17);
     expect(gate.calls.at(-1)).toBe('release del-18');
+  });
+
+  /** A receiver the test answers: each delivery's answer waits until the test lets it go. */
+  function heldReceiver() {
+    const held = new Map<string, () => void>();
+    const arrived = new Map<string, Promise<void>>();
+    const arrivals = new Map<string, () => void>();
+    const arrival = (id: string) => {
+      if (!arrived.has(id)) arrived.set(id, new Promise<void>((resolve) => arrivals.set(id, resolve)));
+      return arrived.get(id)!;
+    };
+    return {
+      answering: (id: string | undefined) => {
+        void arrival(id!);
+        arrivals.get(id!)!();
+        return new Promise<void>((resolve) => held.set(id!, resolve));
+      },
+      /** Resolves once the delivery's request reached the receiver. */
+      arrival,
+      answer: (id: string) => held.get(id)!(),
+    };
+  }
+
+  it('lets a delivery whose predecessor is being sent here wait for its end, and go without a look when it came next', async () => {
+    const receiver = heldReceiver();
+    const heads = { 'del-1': { seq: 18, deliveryId: 'del-2' } };
+    const gate = order({ go: true }, {}, heads);
+    const t = setup({ order: gate, answering: receiver.answering });
+    const first = t.handle(ordered());
+    await receiver.arrival('del-1');
+    const second = t.handle(ordered({ deliveryId: 'del-2', orderSeq: 18 }));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(t.sent).toHaveLength(1); // del-2 waits for del-1's answer, without reading the rows
+    receiver.answer('del-1');
+    await first;
+    await receiver.arrival('del-2');
+    receiver.answer('del-2');
+    await second;
+    expect(gate.calls).toEqual(['admit del-1 false', 'ended del-1', 'ended del-2']);
+    expect(t.sent.map((request) => request.headers['x-webhook-delivery-id'])).toEqual(['del-1', 'del-2']);
+    expect(t.metrics.outcome).not.toHaveBeenCalledWith('waiting', undefined);
+  });
+
+  it('sends the waiting delivery to the gate when its predecessor is retried, or its end found another first', async () => {
+    for (const [result, heads] of [
+      [failed(500), {}],
+      [ok(200), { 'del-1': { seq: 17.5, deliveryId: 'del-1.5' } }],
+    ] as const) {
+      const receiver = heldReceiver();
+      const gate = order({ go: true }, {}, { ...heads });
+      const t = setup({ order: gate, answering: receiver.answering, results: [result, ok(200)] });
+      const first = t.handle(ordered());
+      await receiver.arrival('del-1');
+      const second = t.handle(ordered({ deliveryId: 'del-2', orderSeq: 18 }));
+      receiver.answer('del-1');
+      await first;
+      await receiver.arrival('del-2'); // the fake gate admits it
+      receiver.answer('del-2');
+      await second;
+      expect(gate.calls.filter((call) => call.startsWith('admit'))).toEqual(['admit del-1 false', 'admit del-2 false']);
+    }
+  });
+
+  it('lets only a first record wait here: a check or a possible duplicate looks at the rows itself', async () => {
+    const receiver = heldReceiver();
+    const gate = order({ go: true });
+    const t = setup({ order: gate, answering: receiver.answering, state: { status: 'queued', attemptCount: 0 } });
+    const first = t.handle(ordered());
+    await receiver.arrival('del-1');
+    const copy = t.handle(ordered({ deliveryId: 'del-2', orderSeq: 18, mayBeDuplicate: true }));
+    await receiver.arrival('del-2');
+    expect(gate.calls).toEqual(['admit del-1 false', 'admit del-2 false']);
+    receiver.answer('del-1');
+    receiver.answer('del-2');
+    await Promise.all([first, copy]);
   });
 
   it("sends a waiting delivery's check on toward its time without reading anything", async () => {

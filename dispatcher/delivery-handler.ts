@@ -7,7 +7,8 @@ import type { Gate } from './circuit-breaker.ts';
 import type { Subscription } from '../core/subscriptions/subscription.ts';
 import { decideFate, failureWindow, holdHop, LIFETIME_EXCEEDED, nextHop, type AttemptResult } from './outcome.ts';
 import { isOrdered } from '../core/deliveries/entity-order.ts';
-import type { Admission } from './entity-order-gate.ts';
+import type { Admission, EndedTurn } from './entity-order-gate.ts';
+import { LocalTurns, type Head } from './local-turns.ts';
 import type { OutboundRequest, Sender } from './http-sender.ts';
 
 /** Where attempts and final states are written. */
@@ -40,7 +41,7 @@ export interface AttemptOutcome {
  */
 export interface EntityOrder {
   admit(record: DeliveryRecord & { orderSeq: number }, supersedes: boolean, thorough: boolean): Promise<Admission>;
-  ended(record: DeliveryRecord & { orderSeq: number }): Promise<DeliveryRecord | undefined>;
+  ended(record: DeliveryRecord & { orderSeq: number }): Promise<EndedTurn>;
   release(record: DeliveryRecord): Promise<void>;
 }
 
@@ -167,13 +168,18 @@ export function createDeliveryHandler(
   const released = new WeakMap<DeliveryRecord, { next: DeliveryRecord; sure: boolean }>();
   /** Records sent on at their turn without the gate's look (their predecessor's end just saw them next). */
   const admitted = new WeakSet<DeliveryRecord>();
+  /** The ordered deliveries being sent here, and a later one of each entity waiting for that one's end here. */
+  const turns = new LocalTurns();
+  /** The first pending delivery of its entity that an ordered delivery's end found. */
+  const heads = new WeakMap<DeliveryRecord, Head | undefined>();
   /** An ordered delivery has ended: its row goes, and the next of its entity, if it waits, is sent on (see below). */
   const endOrdered = async (record: DeliveryRecord, sure = true) => {
     const order = deps.order;
     if (!order || !isOrdered(record)) return;
-    let next: DeliveryRecord | undefined;
-    await durably("ending the delivery's turn", record, async () => (next = await order.ended(record)));
-    if (next) released.set(record, { next, sure });
+    let turn: EndedTurn = {};
+    await durably("ending the delivery's turn", record, async () => (turn = await order.ended(record)));
+    heads.set(record, turn.head);
+    if (turn.next) released.set(record, { next: turn.next, sure });
   };
 
   /**
@@ -196,7 +202,7 @@ export function createDeliveryHandler(
       );
     }
     const hop = holdHop(at, checkAt, settings.retryDelaysMs);
-    const { expiryHop: _hop, holdUntil: _held, ...series } = record;
+    const { expiryHop: _hop, holdUntil: _held, rescheduled: _again, ...series } = record;
     // A possible duplicate when it comes back: the release may have sent it meanwhile.
     const check = { ...series, dueAt: hop.dueAt, holdUntil: checkAt, mayBeDuplicate: true };
     await durably('scheduling the wait check', record, () => deps.scheduleRetry(hop.tier, check));
@@ -272,7 +278,7 @@ export function createDeliveryHandler(
     await durably('recording the deferral', record, () =>
       deps.attempts.defer(seriesOf(record), record.attempt - 1, nextRetryAt, reason),
     );
-    const { expiryHop: _hop, mayBeDuplicate: _checked, holdUntil: _held, ...series } = record;
+    const { expiryHop: _hop, mayBeDuplicate: _checked, holdUntil: _held, rescheduled: _again, ...series } = record;
     const next = {
       ...series,
       dueAt: hop.dueAt,
@@ -293,6 +299,38 @@ export function createDeliveryHandler(
     if (FINAL.has(status as DeliveryStatus)) await endOrdered(record, false);
   };
 
+  /**
+   * A possible duplicate of an attempt recorded as retrying: the attempt's retry is scheduled after its record was
+   * written, and a crash in between leaves none (the series would stay retrying for good). It is scheduled again, as a
+   * possible duplicate held until a tier's delay after the recorded time: the first retry, if it was published after
+   * all, has made its attempt by then, and this copy finds it made (a rebalance's redeliveries cost one record each).
+   */
+  const retryAgain = async (record: DeliveryRecord, state: SeriesState) => {
+    const { expiryHop: _hop, mayBeDuplicate: _checked, holdUntil: _held, rescheduled: _again, ...series } = record;
+    const next = { ...series, attempt: record.attempt + 1, mayBeDuplicate: true, rescheduled: true };
+    const at = now();
+    if (state.nextRetryAt) {
+      const holdUntil = state.nextRetryAt.getTime() + settings.retryDelaysMs[0]!;
+      const hop = holdHop(at, holdUntil, settings.retryDelaysMs);
+      await durably('scheduling the retry again', record, () =>
+        deps.scheduleRetry(hop.tier, { ...next, dueAt: hop.dueAt, holdUntil }),
+      );
+    } else {
+      // Its attempts were over, it hopped toward its deadline (where it is abandoned): on with that.
+      const hop = nextHop(at, record.queuedAt + settings.deliveryLifetimeMs, settings.retryDelaysMs);
+      const tier = hop.kind === 'expire' ? hop.tier : 0;
+      const dueAt = hop.kind === 'expire' ? hop.dueAt : at + settings.retryDelaysMs[0]!;
+      await durably('scheduling the expiry hop again', record, () =>
+        deps.scheduleRetry(tier, { ...next, dueAt, expiryHop: true }),
+      );
+    }
+    deps.metrics?.outcome('duplicate', undefined);
+    logger.info(
+      logFields(record, 'duplicate', { status: state.status, scheduledAgain: true }),
+      'duplicate delivery record: its retry scheduled again, in case a crash lost it',
+    );
+  };
+
   const handle = async (record: DeliveryRecord, slot: { release(): void } | undefined) => {
     if (isOrdered(record) && record.holdUntil !== undefined && now() < record.holdUntil && !record.expiryHop) {
       // A waiting delivery's check, not due yet (short retry tiers bring it back often): on toward it, reading nothing.
@@ -304,6 +342,8 @@ export function createDeliveryHandler(
     if (record.mayBeDuplicate) {
       // Routed again, or redelivered after a rebalance: a finished series, or an attempt already made, is not repeated.
       const state = await deps.attempts.state(record.tenantId, record.deliveryId);
+      if (state?.status === 'retrying' && state.attemptCount === record.attempt && !record.rescheduled)
+        return retryAgain(record, state);
       if (state && (FINAL.has(state.status) || state.attemptCount >= record.attempt))
         return skipDuplicate(record, state.status);
     }
@@ -361,16 +401,23 @@ export function createDeliveryHandler(
       // Ordering 'entity': sent only once no earlier delivery of its entity is pending. A record seen again (a check,
       // a release, a redelivery) has the rows before it checked, not only read.
       const thorough = record.mayBeDuplicate === true || record.holdUntil !== undefined;
-      const admission = await deps.order.admit(record, subscription.supersedePendingDeliveries, thorough);
-      if (!admission.go) return wait(record, admission.blocker, deadline);
-      if (admission.unlisted) {
-        // No row: it ended, or this attempt was made by a copy of it (a duplicate). Sent again, it could reach the
-        // receiver after the entity's later deliveries.
-        const state = await deps.attempts.state(record.tenantId, record.deliveryId);
-        if (state && (FINAL.has(state.status) || state.attemptCount >= record.attempt))
-          return skipDuplicate(record, state.status);
+      // A first record whose predecessor is being sent right here waits for that one's end (local-turns.ts), its
+      // slot given back meanwhile: the end tells whether its turn has come, or the gate looks.
+      const local = thorough ? undefined : turns.follow(record);
+      if (local) slot?.release();
+      if (!(local && (await local))) {
+        const admission = await deps.order.admit(record, subscription.supersedePendingDeliveries, thorough);
+        if (!admission.go) return wait(record, admission.blocker, deadline);
+        if (admission.unlisted) {
+          // No row: it ended, or this attempt was made by a copy of it (a duplicate). Sent again, it could reach the
+          // receiver after the entity's later deliveries.
+          const state = await deps.attempts.state(record.tenantId, record.deliveryId);
+          if (state && (FINAL.has(state.status) || state.attemptCount >= record.attempt))
+            return skipDuplicate(record, state.status);
+        }
       }
     }
+    if (deps.order && isOrdered(record)) turns.hold(record);
 
     const gate = deps.circuit?.enter(record.subscriptionId) ?? OPEN_GATE;
     if (!gate.send) return defer(record, gate.retryAt, gate.reason, deadline);
@@ -440,7 +487,7 @@ export function createDeliveryHandler(
       // made when its hold ends.
       const nextRetryAt = fate.kind === 'retry' ? new Date(fate.holdUntil ?? fate.dueAt) : null;
       await write({ status: 'retrying', nextRetryAt });
-      const { expiryHop: _hop, mayBeDuplicate: _checked, holdUntil: _held, ...series } = record;
+      const { expiryHop: _hop, mayBeDuplicate: _checked, holdUntil: _held, rescheduled: _again, ...series } = record;
       const next = {
         ...series,
         attempt: record.attempt + 1,
@@ -498,20 +545,32 @@ export function createDeliveryHandler(
   return async (record, slot) => {
     let current = record;
     for (let sent = 0; ; sent += 1) {
-      await handleOnce(current, sent === 0 ? slot : undefined);
-      const turn = released.get(current);
-      if (!turn) return;
-      released.delete(current);
-      const order = deps.order!;
-      const { next, sure } = turn;
-      if (sent >= MAX_CHAIN) {
-        await durably('releasing the next delivery of the entity', next, () => order.release(next));
-        return;
+      let successor: DeliveryRecord | undefined;
+      let sure = false;
+      try {
+        await handleOnce(current, sent === 0 ? slot : undefined);
+        const turn = released.get(current);
+        released.delete(current);
+        if (turn && sent >= MAX_CHAIN) {
+          const order = deps.order!;
+          await durably('releasing the next delivery of the entity', turn.next, () => order.release(turn.next));
+        } else if (turn) {
+          // Found on a duplicate's end, a copy of it may have been sent meanwhile: checked as a possible duplicate.
+          successor = { ...turn.next, mayBeDuplicate: !turn.sure };
+          sure = turn.sure;
+        }
+      } finally {
+        // The entity's turn in this process goes to the successor, or to the delivery waiting here for it (which then
+        // sends itself), or back to the gate's look for that one. Also when the handling failed.
+        if (isOrdered(current)) {
+          const chained = successor && isOrdered(successor) ? successor : undefined;
+          if (!turns.pass(current, heads.get(current), chained)) successor = undefined;
+        }
       }
-      await deps.paceChained?.(next.subscriptionId);
-      // Found on a duplicate's end, a copy of it may have been sent meanwhile: checked as a possible duplicate.
-      current = { ...next, mayBeDuplicate: !sure };
-      if (sure) admitted.add(current);
+      if (!successor) return;
+      await deps.paceChained?.(successor.subscriptionId);
+      if (sure) admitted.add(successor);
+      current = successor;
     }
   };
 }

@@ -3,30 +3,14 @@ import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import type { SeriesState } from '../core/deliveries/delivery-store.ts';
 import { before, type EntityKey, type OrderRow } from '../core/deliveries/entity-order.ts';
 import { EntityOrderGate, type OrderLedger } from './entity-order-gate.ts';
+import { orderedRecord } from '../test/support/ordered-record.ts';
 
 const MINUTE = 60_000;
 const DAY = 24 * 60 * MINUTE;
 const NOW = Date.UTC(2026, 10, 27, 12, 0, 0);
 
-function record(deliveryId: string, seq: number, overrides: Partial<Omit<DeliveryRecord, 'orderSeq'>> = {}) {
-  return {
-    deliveryId,
-    tenantId: 'tenant-a',
-    subscriptionId: 'sub-1',
-    eventId: `evt-${deliveryId}`,
-    eventType: 'purchaseOrder.validated',
-    entityId: 'po-1',
-    occurredAt: '2026-11-27T11:59:00.000Z',
-    queuedAt: NOW - MINUTE,
-    attempt: 1,
-    dueAt: 0,
-    envelope: Buffer.from('{}'),
-    signature: null,
-    replayOf: null,
-    orderSeq: seq,
-    ...overrides,
-  } satisfies DeliveryRecord & { orderSeq: number };
-}
+const record = (deliveryId: string, seq: number, overrides: Partial<Omit<DeliveryRecord, 'orderSeq'>> = {}) =>
+  orderedRecord(deliveryId, seq, { queuedAt: NOW - MINUTE, ...overrides });
 
 /** An in-memory entity_order partition and delivery states; `onFirst` runs before each read (a race, say). */
 function world(options: { onFirst?: (reads: number) => void } = {}) {
@@ -179,7 +163,7 @@ describe('EntityOrderGate.ended', () => {
     const first = w.add(record('d1', 10));
     const second = w.add(record('d2', 11));
     w.rows[1]!.waiting = true;
-    expect(await w.gate.ended(first)).toEqual(second);
+    expect((await w.gate.ended(first)).next).toEqual(second);
     expect(w.log).toEqual(['remove d1']);
     expect(w.rows.map((row) => row.deliveryId)).toEqual(['d2']);
   });
@@ -188,14 +172,14 @@ describe('EntityOrderGate.ended', () => {
     const w = world();
     const first = w.add(record('d1', 10));
     w.add(record('d2', 11));
-    expect(await w.gate.ended(first)).toBeUndefined();
+    expect(await w.gate.ended(first)).toEqual({ head: { seq: 11, deliveryId: 'd2' } });
     expect(w.looks).toEqual(['bare']);
 
     const waiting = world();
     const one = waiting.add(record('d1', 10));
     const two = waiting.add(record('d2', 11));
     waiting.rows[1]!.waiting = true;
-    expect(await waiting.gate.ended(one)).toEqual(two);
+    expect(await waiting.gate.ended(one)).toEqual({ head: { seq: 11, deliveryId: 'd2' }, next: two });
     expect(waiting.looks).toEqual(['bare', 'record of d2']);
   });
 
@@ -214,7 +198,7 @@ describe('EntityOrderGate.ended', () => {
     w.rows.push({ seq: 30, deliveryId: 'd1', waiting: false, record: { ...mine, orderSeq: 30 } });
     w.add(record('d2', 40));
     w.rows[2]!.waiting = true;
-    expect((await w.gate.ended(mine))?.deliveryId).toBe('d2');
+    expect((await w.gate.ended(mine)).next?.deliveryId).toBe('d2');
     expect(w.rows.map((row) => row.deliveryId)).toEqual(['d2']);
   });
 
@@ -222,7 +206,7 @@ describe('EntityOrderGate.ended', () => {
     const w = world();
     const first = w.add(record('d1', 10));
     w.add(record('d2', 11));
-    expect(await w.gate.ended(first)).toBeUndefined();
+    expect(await w.gate.ended(first)).toEqual({ head: { seq: 11, deliveryId: 'd2' } });
     expect(w.log).toEqual(['remove d1']);
 
     const behind = world();
@@ -230,7 +214,7 @@ describe('EntityOrderGate.ended', () => {
     const second = behind.add(record('d2', 11));
     behind.add(record('d3', 12));
     behind.rows[2]!.waiting = true;
-    expect(await behind.gate.ended(second)).toBeUndefined(); // abandoned while it waited: d3 still waits for d1
+    expect(await behind.gate.ended(second)).toEqual({ head: { seq: 10, deliveryId: 'd1' } }); // abandoned while it waited: d3 still waits for d1
     expect(behind.log).toEqual(['remove d2']);
   });
 
@@ -239,8 +223,8 @@ describe('EntityOrderGate.ended', () => {
     const first = w.add(record('d1', 10));
     const second = w.add(record('d2', 11));
     w.rows[1]!.waiting = true;
-    expect(await w.gate.ended(first)).toEqual(second);
-    expect(await w.gate.ended(first)).toEqual(second);
+    expect((await w.gate.ended(first)).next).toEqual(second);
+    expect((await w.gate.ended(first)).next).toEqual(second);
     expect(w.log).toEqual(['remove d1', 'remove d1']);
   });
 

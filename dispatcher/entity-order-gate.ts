@@ -24,6 +24,15 @@ export interface EntityOrderDeps {
   lifetimeMs: number;
 }
 
+/**
+ * What the end of a delivery found: the first pending delivery of its entity (`head`), and that one's record when it
+ * waits for its turn (`next`), to be sent on.
+ */
+export interface EndedTurn {
+  head?: { seq: number; deliveryId: string };
+  next?: DeliveryRecord;
+}
+
 /** What the gate says of a delivery of an ordered subscription. */
 export type Admission = { go: true; unlisted?: true } | { go: false; blocker: string };
 
@@ -103,12 +112,12 @@ export class EntityOrderGate {
 
   /**
    * A delivery has ended (acknowledged, abandoned, superseded): its row goes, and the next delivery of its entity is
-   * returned when it waits, for the caller to send on (or to `release`). Deleted first, then read: a delivery that
+   * returned when it waits, for the caller to send on (or to `release`), with the first pending row in any case. Deleted first, then read: a delivery that
    * marks itself waiting and then reads (admit) either sees this row gone, or is seen waiting here. The next is
    * returned whether or not this row was still there: a crash after the deletion and before the next was sent leaves
    * it waiting, and the ended delivery's record, handled again, ends it again.
    */
-  async ended(record: DeliveryRecord & { orderSeq: number }): Promise<DeliveryRecord | undefined> {
+  async ended(record: DeliveryRecord & { orderSeq: number }): Promise<EndedTurn> {
     const key = orderKeyOf(record);
     const mine = { seq: record.orderSeq, deliveryId: record.deliveryId };
     await this.deps.ledger.remove(key, { ...mine, queuedAt: record.queuedAt });
@@ -119,8 +128,10 @@ export class EntityOrderGate {
       await this.deps.ledger.remove(key, { ...next, queuedAt: record.queuedAt });
       [next] = await this.deps.ledger.first(key, 1, false);
     }
+    const head = next && { seq: next.seq, deliveryId: next.deliveryId };
     // Only a delivery after this one: one before it (this one ended while it waited) still waits for another.
-    return next?.waiting && before(mine, next) ? this.deps.ledger.record(key, next) : undefined;
+    if (!next?.waiting || !before(mine, next)) return { head };
+    return { head, next: await this.deps.ledger.record(key, next) };
   }
 
   /** Publishes a waiting delivery's record again (marked as a possible duplicate): its turn has come. */

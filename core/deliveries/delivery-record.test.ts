@@ -59,6 +59,7 @@ describe('delivery messages on Kafka', () => {
       ...record,
       expiryHop: true,
       mayBeDuplicate: true,
+      rescheduled: false,
     });
   });
 
@@ -73,6 +74,7 @@ describe('delivery messages on Kafka', () => {
       ...held,
       expiryHop: false,
       mayBeDuplicate: false,
+      rescheduled: false,
     });
   });
 
@@ -91,6 +93,7 @@ describe('delivery messages on Kafka', () => {
       ...routed,
       expiryHop: false,
       mayBeDuplicate: false,
+      rescheduled: false,
     });
   });
 
@@ -102,6 +105,24 @@ describe('delivery messages on Kafka', () => {
     expect(dueAtOf(consumed({}))).toBeUndefined();
     expect(fromDeliveryMessage(consumed({}), record)).toMatchObject({ expiryHop: false, mayBeDuplicate: false });
     expect(fromDeliveryMessage(consumed({}, true), record)).toMatchObject({ mayBeDuplicate: true });
+  });
+
+  it('marks a retry scheduled again by a possible duplicate, until Kafka hands it again after a rebalance', async () => {
+    const message = await deliveryMessage(
+      'retry.1m',
+      { ...record, mayBeDuplicate: true, rescheduled: true },
+      async (r) => {
+        expect(r).toEqual(record);
+        return Buffer.from('avro');
+      },
+    );
+    expect(message.headers).toMatchObject({ 'may-be-duplicate': '1', rescheduled: '1' });
+    expect(fromDeliveryMessage(consumed(message.headers!), record)).toMatchObject({ rescheduled: true });
+    // Handed again, it may be the record whose attempt was made (and whose retry a crash lost): no longer marked.
+    expect(fromDeliveryMessage(consumed(message.headers!, true), record)).toMatchObject({ rescheduled: false });
+    const parked = parkedMessage('overflow', consumed(message.headers!, true), 5_000);
+    expect(parked.headers).not.toHaveProperty('rescheduled');
+    expect(parkedMessage('overflow', consumed(message.headers!), 5_000).headers).toMatchObject({ rescheduled: '1' });
   });
 
   it('a parked message is the consumed one, same key, value and headers, due after the overflow delay', () => {

@@ -37,6 +37,12 @@ export interface DeliveryRecord {
   mayBeDuplicate?: boolean;
   holdUntil?: number;
   /**
+   * A transport flag too: the record is a retry scheduled again by a possible duplicate of the attempt before it (the
+   * first retry may have been lost in a crash: delivery-handler.ts, retryAgain). It schedules no copy of its own when it
+   * finds its attempt made, unless Kafka hands it again after a rebalance (then it may be the one that made it).
+   */
+  rescheduled?: boolean;
+  /**
    * Set by the router, in headers too: when it queued the series (epoch ms, its clock, after it read the
    * subscription) and the subscription's `updatedAt` it routed with (epoch ms). A dispatcher whose cached subscription
    * is older reads it again, as of after `routedAt`, before it decides (a change made through the API is followed).
@@ -52,6 +58,7 @@ const HOLD_UNTIL_HEADER = 'hold-until';
 const ROUTED_AT_HEADER = 'routed-at';
 const SUBSCRIPTION_VERSION_HEADER = 'subscription-version';
 const DUE_AT_HEADER = 'due-at';
+const RESCHEDULED_HEADER = 'rescheduled';
 
 /**
  * The Kafka message of a delivery record on `topic` (key: subscription id): the Avro value without the transport
@@ -62,7 +69,7 @@ export async function deliveryMessage(
   record: DeliveryRecord,
   encode: (record: DeliveryRecord) => Promise<Buffer>,
 ): Promise<OutgoingRecord> {
-  const { expiryHop, mayBeDuplicate, holdUntil, routedAt, subscriptionVersion, ...series } = record;
+  const { expiryHop, mayBeDuplicate, holdUntil, routedAt, subscriptionVersion, rescheduled, ...series } = record;
   const headers: Record<string, string> = {};
   if (series.dueAt > 0) headers[DUE_AT_HEADER] = String(series.dueAt);
   if (expiryHop) headers[EXPIRY_HOP_HEADER] = '1';
@@ -70,6 +77,7 @@ export async function deliveryMessage(
   if (holdUntil !== undefined) headers[HOLD_UNTIL_HEADER] = String(holdUntil);
   if (routedAt !== undefined) headers[ROUTED_AT_HEADER] = String(routedAt);
   if (subscriptionVersion !== undefined) headers[SUBSCRIPTION_VERSION_HEADER] = String(subscriptionVersion);
+  if (rescheduled) headers[RESCHEDULED_HEADER] = '1';
   return { topic, key: series.subscriptionId, value: await encode(series), headers };
 }
 
@@ -79,7 +87,10 @@ export async function deliveryMessage(
  */
 export function parkedMessage(topic: string, message: ConsumedRecord, delayMs: number): OutgoingRecord {
   const headers: Record<string, string> = { ...message.headers, [DUE_AT_HEADER]: String(Date.now() + delayMs) };
-  if (message.redelivered) headers[MAY_BE_DUPLICATE_HEADER] = '1';
+  if (message.redelivered) {
+    headers[MAY_BE_DUPLICATE_HEADER] = '1';
+    delete headers[RESCHEDULED_HEADER]; // handed again: its attempt may be this record's own
+  }
   return { topic, key: message.key?.toString('utf8') ?? '', value: message.value, headers };
 }
 
@@ -124,6 +135,7 @@ export function fromDeliveryMessage(message: ConsumedRecord, decoded: DeliveryRe
     holdUntil: holdUntil === undefined ? undefined : Number(holdUntil),
     routedAt: routedAt === undefined ? undefined : Number(routedAt),
     subscriptionVersion: subscriptionVersion === undefined ? undefined : Number(subscriptionVersion),
+    rescheduled: message.headers[RESCHEDULED_HEADER] === '1' && message.redelivered !== true,
   };
 }
 

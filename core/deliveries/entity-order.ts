@@ -46,7 +46,14 @@ export function before(a: { seq: number; deliveryId: string }, b: { seq: number;
 
 /** The record as the row keeps it: JSON, the envelope in base64, without the transport flags. */
 export function recordText(record: DeliveryRecord): string {
-  const { expiryHop: _hop, mayBeDuplicate: _duplicate, holdUntil: _hold, envelope, ...rest } = record;
+  const {
+    expiryHop: _hop,
+    mayBeDuplicate: _duplicate,
+    holdUntil: _hold,
+    rescheduled: _again,
+    envelope,
+    ...rest
+  } = record;
   return JSON.stringify({ ...rest, envelope: envelope.toString('base64') });
 }
 
