@@ -1343,6 +1343,24 @@ describe('ordering "entity"', () => {
     }
   });
 
+  it("sends without a look a delivery whose entity's previous event had its delivery end here, and only such a one", async () => {
+    const gate = order({ go: true });
+    const t = setup({ order: gate });
+    await t.handle(ordered());
+    await t.handle(ordered({ deliveryId: 'del-2', orderSeq: 18, orderPrev: 17 }));
+    await t.handle(ordered({ deliveryId: 'del-3', orderSeq: 19, orderPrev: 18 }));
+    // Its router names another previous event (one whose delivery did not end here): the gate looks.
+    await t.handle(ordered({ deliveryId: 'del-5', orderSeq: 21, orderPrev: 20 }));
+    // A possible duplicate always looks.
+    await t.handle(ordered({ deliveryId: 'del-6', orderSeq: 22, orderPrev: 21, mayBeDuplicate: true }));
+    expect(gate.calls.filter((call) => call.startsWith('admit'))).toEqual([
+      'admit del-1 false',
+      'admit del-5 false',
+      'admit del-6 false',
+    ]);
+    expect(t.sent).toHaveLength(5);
+  });
+
   it('lets only a first record wait here: a check or a possible duplicate looks at the rows itself', async () => {
     const receiver = heldReceiver();
     const gate = order({ go: true });

@@ -170,15 +170,15 @@ export function createDeliveryHandler(
   const admitted = new WeakSet<DeliveryRecord>();
   /** The ordered deliveries being sent here, and a later one of each entity waiting for that one's end here. */
   const turns = new LocalTurns();
-  /** The first pending delivery of its entity that an ordered delivery's end found. */
-  const heads = new WeakMap<DeliveryRecord, Head | undefined>();
+  /** What an ordered delivery's end found: the first pending delivery of its entity. */
+  const ends = new WeakMap<DeliveryRecord, { head?: Head }>();
   /** An ordered delivery has ended: its row goes, and the next of its entity, if it waits, is sent on (see below). */
   const endOrdered = async (record: DeliveryRecord, sure = true) => {
     const order = deps.order;
     if (!order || !isOrdered(record)) return;
     let turn: EndedTurn = {};
     await durably("ending the delivery's turn", record, async () => (turn = await order.ended(record)));
-    heads.set(record, turn.head);
+    ends.set(record, turn.head ? { head: turn.head } : {});
     if (turn.next) released.set(record, { next: turn.next, sure });
   };
 
@@ -401,11 +401,13 @@ export function createDeliveryHandler(
       // Ordering 'entity': sent only once no earlier delivery of its entity is pending. A record seen again (a check,
       // a release, a redelivery) has the rows before it checked, not only read.
       const thorough = record.mayBeDuplicate === true || record.holdUntil !== undefined;
-      // A first record whose predecessor is being sent right here waits for that one's end (local-turns.ts), its
-      // slot given back meanwhile: the end tells whether its turn has come, or the gate looks.
-      const local = thorough ? undefined : turns.follow(record);
+      // A first record goes without a look when the delivery of its entity's previous event ended here; one whose
+      // predecessor is being sent right here waits for that one's end, its slot given back meanwhile: the end tells
+      // whether its turn has come, or the gate looks (local-turns.ts).
+      const cleared = !thorough && turns.cleared(record);
+      const local = thorough || cleared ? undefined : turns.follow(record);
       if (local) slot?.release();
-      if (!(local && (await local))) {
+      if (!cleared && !(local && (await local))) {
         const admission = await deps.order.admit(record, subscription.supersedePendingDeliveries, thorough);
         if (!admission.go) return wait(record, admission.blocker, deadline);
         if (admission.unlisted) {
@@ -564,7 +566,7 @@ export function createDeliveryHandler(
         // sends itself), or back to the gate's look for that one. Also when the handling failed.
         if (isOrdered(current)) {
           const chained = successor && isOrdered(successor) ? successor : undefined;
-          if (!turns.pass(current, heads.get(current), chained)) successor = undefined;
+          if (!turns.pass(current, ends.get(current), chained)) successor = undefined;
         }
       }
       if (!successor) return;

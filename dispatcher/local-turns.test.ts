@@ -11,7 +11,10 @@ function watch(promise: Promise<boolean> | undefined) {
   return seen;
 }
 const settle = () => new Promise((resolve) => setImmediate(resolve));
-const headOf = (delivery: ReturnType<typeof record>) => ({ seq: delivery.orderSeq, deliveryId: delivery.deliveryId });
+/** An end that read `delivery` first. */
+const headOf = (delivery: ReturnType<typeof record>) => ({
+  head: { seq: delivery.orderSeq, deliveryId: delivery.deliveryId },
+});
 
 describe('LocalTurns', () => {
   it('lets a later delivery of an entity being sent here wait for its end, then go when that end read it first', async () => {
@@ -43,13 +46,13 @@ describe('LocalTurns', () => {
 
     turns.hold(d1);
     const behindAnother = watch(turns.follow(d2));
-    turns.pass(d1, { seq: 10.5, deliveryId: 'd1.5' }); // an earlier event's delivery not dispatched yet
+    turns.pass(d1, { head: { seq: 10.5, deliveryId: 'd1.5' } }); // an earlier event's delivery not dispatched yet
     await settle();
     expect(behindAnother.value).toBe('look');
     // Same id at another place (a second row of it) is not its row either.
     turns.hold(d1);
     const elsewhere = watch(turns.follow(d2));
-    turns.pass(d1, { seq: 99, deliveryId: 'd2' });
+    turns.pass(d1, { head: { seq: 99, deliveryId: 'd2' } });
     await settle();
     expect(elsewhere.value).toBe('look');
     expect(turns.size).toBe(0);
@@ -96,5 +99,35 @@ describe('LocalTurns', () => {
     expect(turns.pass(d1, headOf(d2), d2)).toBe(true);
     expect(turns.pass(d1, undefined)).toBe(false);
     expect(turns.size).toBe(0);
+  });
+
+  it("clears a delivery whose entity's previous event had its delivery end here after holding its turn", () => {
+    const turns = new LocalTurns(2);
+    const d1 = record('d1', 10);
+    const after = (seq: number, orderPrev: number, entityId = 'po-1') => ({
+      ...record(`d${seq}`, seq, entityId),
+      orderPrev,
+    });
+    expect(turns.cleared(after(11, 10))).toBe(false); // nothing ended here yet
+    turns.hold(d1);
+    turns.pass(d1, undefined); // to be retried: not ended
+    expect(turns.cleared(after(11, 10))).toBe(false);
+    turns.hold(d1);
+    turns.pass(d1, {}); // acknowledged, nothing after it
+    expect(turns.cleared(after(11, 10))).toBe(true);
+    expect(turns.cleared(after(12, 9))).toBe(false); // its router names another previous event
+    expect(turns.cleared(record('d13', 13))).toBe(false); // its router knew none
+    // A delivery that ended without holding the turn here (abandoned while it waited, say) clears nothing.
+    const waited = record('d20', 20, 'po-2');
+    turns.pass(waited, {});
+    expect(turns.cleared(after(21, 20, 'po-2'))).toBe(false);
+    // Bounded: the entity whose end is oldest is forgotten.
+    for (const entityId of ['po-3', 'po-4']) {
+      const other = record(`x-${entityId}`, 5, entityId);
+      turns.hold(other);
+      turns.pass(other, {});
+    }
+    expect(turns.cleared(after(11, 10))).toBe(false);
+    expect(turns.cleared(after(6, 5, 'po-4'))).toBe(true);
   });
 });

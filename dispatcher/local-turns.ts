@@ -30,6 +30,19 @@ interface Turn {
  */
 export class LocalTurns {
   private readonly turns = new Map<string, Turn>();
+  /**
+   * Per entity, the place of the last delivery that ended here after holding its turn: everything before it had ended
+   * when it was sent. A delivery whose router names that place as its entity's previous event's (`orderPrev`) has
+   * nothing pending before it, and is sent without a look at the rows. Bounded, the oldest forgotten first.
+   */
+  private readonly ends = new Map<string, number>();
+
+  constructor(private readonly maxEnds = MAX_ENDS) {}
+
+  /** Whether the delivery of its entity's previous event ended here (so nothing before this one is pending). */
+  cleared(record: Ordered): boolean {
+    return typeof record.orderPrev === 'number' && this.ends.get(keyOf(record)) === record.orderPrev;
+  }
 
   /** The delivery is being sent here: it holds its entity's turn in this process, unless another delivery does. */
   hold(record: Ordered): void {
@@ -50,14 +63,16 @@ export class LocalTurns {
   }
 
   /**
-   * A delivery's handling is over. `head`: the first pending delivery of its entity that its end read (undefined when
-   * it did not end); `successor`: the next one, waiting, that its end would send on at once (a chain). Answers whether
-   * the caller sends the successor on: not when the follower waiting here is that delivery, which then goes itself.
+   * A delivery's handling is over. `end`, when it ended: the first pending delivery of its entity that its end read;
+   * `successor`: the next one, waiting, that its end would send on at once (a chain). Answers whether the caller sends
+   * the successor on: not when the follower waiting here is that delivery, which then goes itself.
    */
-  pass(record: Ordered, head: Head | undefined, successor?: Ordered): boolean {
+  pass(record: Ordered, end: { head?: Head } | undefined, successor?: Ordered): boolean {
     const key = keyOf(record);
     const turn = this.turns.get(key);
     if (turn?.holder !== record) return successor !== undefined;
+    if (end) this.ended(key, record.orderSeq);
+    const head = end?.head;
     const follower = turn.follower;
     const next = follower?.record;
     if (
@@ -80,11 +95,19 @@ export class LocalTurns {
     return false;
   }
 
+  private ended(key: string, seq: number): void {
+    if (!this.ends.delete(key) && this.ends.size >= this.maxEnds) this.ends.delete(this.ends.keys().next().value!);
+    this.ends.set(key, seq);
+  }
+
   /** Entities with a delivery being sent here (a measure for tests: it drops to none once all is handled). */
   get size(): number {
     return this.turns.size;
   }
 }
+
+/** Entities whose last end is remembered (about 150 bytes each). */
+const MAX_ENDS = 100_000;
 
 const keyOf = (record: DeliveryRecord) => `${record.tenantId}\u0000${record.subscriptionId}\u0000${record.entityId}`;
 const rowOf = (record: Ordered) => ({ seq: record.orderSeq, deliveryId: record.deliveryId });

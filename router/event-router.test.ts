@@ -405,7 +405,7 @@ describe('routeEvent with subscription filters', () => {
 
   describe('ordering "entity"', () => {
     /** A source position whose earlier events finish writing when the test says so. */
-    function source(offset: number) {
+    function source(offset: number, previous?: number) {
       const log: string[] = [];
       let release!: () => void;
       const earlierWritten = new Promise<void>((resolve) => (release = resolve));
@@ -420,9 +420,35 @@ describe('routeEvent with subscription filters', () => {
             log.push('earlier');
             await earlierWritten;
           },
+          previous: () => {
+            log.push('previous');
+            return previous;
+          },
         },
       };
     }
+
+    it("tells an ordered delivery its entity's previous event, asked once the earlier events have written", async () => {
+      const { deps, calls } = fakes([subscription('ordered', { ordering: 'entity' }), subscription('plain')]);
+      const position = source(41, 30);
+      position.release();
+      const records = await routeEvent(event, RECEIVED_AT, { ...deps, source: position.source });
+      expect(records.map((record) => [record.subscriptionId, record.orderPrev])).toEqual([
+        ['ordered', 30],
+        ['plain', undefined],
+      ]);
+      expect(position.log).toEqual(['written', 'earlier', 'previous']);
+      const published = calls.find((c) => c.kind === 'publish');
+      expect(published?.kind === 'publish' && published.records.map((record) => record.orderPrev)).toEqual([
+        30,
+        undefined,
+      ]);
+      // Unknown (the first of its entity since the partition came to this router): no orderPrev.
+      const first = source(41);
+      first.release();
+      const [unknown] = await routeEvent(event, RECEIVED_AT, { ...deps, source: first.source });
+      expect(unknown).not.toHaveProperty('orderPrev');
+    });
 
     it("gives an ordered subscription's delivery its event's offset and writes its row before publishing", async () => {
       const { deps, calls } = fakes([subscription('ordered', { ordering: 'entity' }), subscription('plain')]);
@@ -437,7 +463,7 @@ describe('routeEvent with subscription filters', () => {
       const enqueued = calls.find((c) => c.kind === 'enqueueOrdered');
       expect(enqueued?.kind === 'enqueueOrdered' && enqueued.records).toEqual([records[0]]);
       expect(enqueued?.kind === 'enqueueOrdered' && enqueued.writeTime).toBe(RECEIVED_AT);
-      expect(position.log).toEqual(['written', 'earlier']);
+      expect(position.log).toEqual(['written', 'earlier', 'previous']);
     });
 
     it('publishes an ordered delivery only once the earlier events of its partition have written their rows', async () => {

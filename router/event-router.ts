@@ -27,9 +27,16 @@ export interface RouterDeps {
   /**
    * The event's place in its source partition (ordering 'entity' orders deliveries by it), and the router's source
    * order (router/source-order.ts): `written` once this event's rows are stored, `earlier` resolving once every earlier
-   * event of its partition has stored its own. Without them, no delivery is ordered.
+   * event of its partition has stored its own, and `previous`, once they have, the offset of the entity's event before
+   * this one (undefined when unknown: source-order.ts). Without them, no delivery is ordered.
    */
-  source?: { offset: number; redelivered: boolean; written(): void; earlier(): Promise<void> };
+  source?: {
+    offset: number;
+    redelivered: boolean;
+    written(): void;
+    earlier(): Promise<void>;
+    previous(): number | undefined;
+  };
   /** Told how long the two waits of routing took (ms): the history write, and the publication. */
   observe?: (part: 'routing_write' | 'routing_publish', ms: number) => void;
 }
@@ -142,12 +149,19 @@ export async function routeEvent(
   source?.written();
   // An ordered delivery is published once every earlier event of the partition has its rows: a dispatcher that sees
   // it finds every delivery it must wait for.
-  if (ordered.length > 0) await source?.earlier();
+  let published = records.map(({ record }): DeliveryRecord => record);
+  if (ordered.length > 0 && source) {
+    await source.earlier();
+    // Its entity's event before it, for the dispatcher that saw that one's delivery end: it need not look at the rows.
+    const orderPrev = source.previous();
+    if (orderPrev !== undefined)
+      published = published.map((record) => (typeof record.orderSeq === 'number' ? { ...record, orderPrev } : record));
+  }
   const publishing = performance.now();
   deps.observe?.('routing_write', publishing - writing);
-  await deps.publish(records.map(({ record }) => record));
+  await deps.publish(published);
   deps.observe?.('routing_publish', performance.now() - publishing);
-  return records.map(({ record }) => record);
+  return published;
 }
 
 /**

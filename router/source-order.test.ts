@@ -52,4 +52,31 @@ describe('SourceOrder', () => {
     expect(await settled(second)).toBe(true);
     expect(order.size).toBe(0);
   });
+
+  it("tells an event's previous one of its entity in its partition, whatever order they were seen in", () => {
+    const order = new SourceOrder();
+    order.seen('p0', 30, 't/po-1');
+    order.seen('p0', 10, 't/po-1');
+    order.seen('p0', 20, 't/po-2');
+    order.seen('p1', 25, 't/po-1');
+    expect(order.previous('p0', 30, 't/po-1')).toBe(10);
+    expect(order.previous('p0', 10, 't/po-1')).toBeUndefined(); // the first seen since the partition came here
+    expect(order.previous('p0', 40, 't/po-1')).toBe(30);
+    expect(order.previous('p0', 30, 't/po-2')).toBe(20);
+    expect(order.previous('p1', 30, 't/po-1')).toBe(25); // partitions apart
+    order.clear();
+    expect(order.previous('p0', 40, 't/po-1')).toBeUndefined();
+  });
+
+  it('says nothing of a previous event it let go of, nor of entities it forgot', () => {
+    const order = new SourceOrder(2);
+    for (let offset = 1; offset <= 12; offset += 1) order.seen('p0', offset * 10, 't/po-1');
+    expect(order.previous('p0', 125, 't/po-1')).toBe(120);
+    expect(order.previous('p0', 55, 't/po-1')).toBe(50);
+    expect(order.previous('p0', 45, 't/po-1')).toBeUndefined(); // 40 was let go: only the latest 8 are kept
+    order.seen('p0', 5, 't/po-2');
+    order.seen('p0', 6, 't/po-3'); // the third entity: po-1, seen longest ago, is forgotten
+    expect(order.previous('p0', 125, 't/po-1')).toBeUndefined();
+    expect(order.previous('p0', 7, 't/po-3')).toBe(6);
+  });
 });

@@ -28,6 +28,11 @@ export interface DeliveryRecord {
    */
   orderSeq?: number | null;
   /**
+   * The place of the entity's previous event in the same source partition, when the router routed that one too (null
+   * or absent: unknown). A dispatcher that has itself seen the delivery at that place end needs no look at the rows.
+   */
+  orderPrev?: number | null;
+  /**
    * Transport flags, carried in Kafka headers rather than in the Avro record. `expiryHop`: the record carries no
    * attempt, it only waits in a tier for the series' deadline. `mayBeDuplicate`: the series may have been sent before
    * (its event was routed again), so its stored state is checked before sending. `holdUntil` (epoch ms): a Retry-After
@@ -130,6 +135,7 @@ export function fromDeliveryMessage(message: ConsumedRecord, decoded: DeliveryRe
     test: decoded.test,
     replayJobId: decoded.replayJobId,
     orderSeq: decoded.orderSeq,
+    orderPrev: decoded.orderPrev,
     expiryHop: message.headers[EXPIRY_HOP_HEADER] === '1',
     mayBeDuplicate: message.redelivered === true || message.headers[MAY_BE_DUPLICATE_HEADER] === '1',
     holdUntil: holdUntil === undefined ? undefined : Number(holdUntil),
