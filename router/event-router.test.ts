@@ -420,6 +420,7 @@ describe('routeEvent with subscription filters', () => {
             log.push('earlier');
             await earlierWritten;
           },
+          seen: () => log.push('seen'),
           previous: () => {
             log.push('previous');
             return previous;
@@ -437,7 +438,7 @@ describe('routeEvent with subscription filters', () => {
         ['ordered', 30],
         ['plain', undefined],
       ]);
-      expect(position.log).toEqual(['written', 'earlier', 'previous']);
+      expect(position.log).toEqual(['seen', 'written', 'earlier', 'previous']);
       const published = calls.find((c) => c.kind === 'publish');
       expect(published?.kind === 'publish' && published.records.map((record) => record.orderPrev)).toEqual([
         30,
@@ -463,7 +464,7 @@ describe('routeEvent with subscription filters', () => {
       const enqueued = calls.find((c) => c.kind === 'enqueueOrdered');
       expect(enqueued?.kind === 'enqueueOrdered' && enqueued.records).toEqual([records[0]]);
       expect(enqueued?.kind === 'enqueueOrdered' && enqueued.writeTime).toBe(RECEIVED_AT);
-      expect(position.log).toEqual(['written', 'earlier', 'previous']);
+      expect(position.log).toEqual(['seen', 'written', 'earlier', 'previous']);
     });
 
     it('publishes an ordered delivery only once the earlier events of its partition have written their rows', async () => {
@@ -472,7 +473,7 @@ describe('routeEvent with subscription filters', () => {
       const routing = routeEvent(event, RECEIVED_AT, { ...deps, source: position.source });
       await new Promise((resolve) => setTimeout(resolve, 20));
       // Its own rows are written and said so (later events need not wait for it), but it is not published yet.
-      expect(position.log).toEqual(['written', 'earlier']);
+      expect(position.log).toEqual(['seen', 'written', 'earlier']);
       expect(calls.map((c) => c.kind)).not.toContain('publish');
       position.release();
       await routing;

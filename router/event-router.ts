@@ -27,14 +27,16 @@ export interface RouterDeps {
   /**
    * The event's place in its source partition (ordering 'entity' orders deliveries by it), and the router's source
    * order (router/source-order.ts): `written` once this event's rows are stored, `earlier` resolving once every earlier
-   * event of its partition has stored its own, and `previous`, once they have, the offset of the entity's event before
-   * this one (undefined when unknown: source-order.ts). Without them, no delivery is ordered.
+   * event of its partition has stored its own; `seen`, said of an event with ordered deliveries before its rows are
+   * written, and `previous`, once the earlier events are written, the offset of the entity's event before this one
+   * that had ordered deliveries (undefined when unknown: source-order.ts). Without them, no delivery is ordered.
    */
   source?: {
     offset: number;
     redelivered: boolean;
     written(): void;
     earlier(): Promise<void>;
+    seen(): void;
     previous(): number | undefined;
   };
   /** Told how long the two waits of routing took (ms): the history write, and the publication. */
@@ -113,6 +115,9 @@ export async function routeEvent(
       } satisfies DeliveryRecord,
     };
   });
+  // An event of the entity with ordered deliveries, for the events after it (an entity of a tenant without ordered
+  // subscriptions costs the router no memory).
+  if (source && all.some(({ record }) => record.orderSeq !== undefined)) source.seen();
   // Series a dispatcher has taken up (or finished) are not sent again; stored queued ones are, as possible duplicates.
   const records = all
     .filter(({ record }) => (routed.get(record.deliveryId) ?? 'queued') === 'queued')

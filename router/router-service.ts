@@ -80,9 +80,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
       metrics.stage('event_to_routed', started - record.timestamp);
       const decoded = await eventCodec.decode(record.value);
       const event = storedEvent(decoded, decoded.payload);
-      // Before its rows are written: an event after it, once it has waited for the earlier ones, knows its entity's.
       const entity = `${event.tenantId}\u0000${event.entityId}`;
-      sourceOrder.seen(partition, offset, entity);
       const mayBeRepeat = record.redelivered === true || record.headers[MAY_BE_DUPLICATE_HEADER] === '1';
       const routed = await routeEvent(
         event,
@@ -97,6 +95,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
             redelivered: record.redelivered === true,
             written: () => sourceOrder.written(partition, offset),
             earlier: () => sourceOrder.earlier(partition, offset),
+            seen: () => sourceOrder.seen(partition, offset, entity),
             previous: () => sourceOrder.previous(partition, offset, entity),
           },
           filtered: (subscription) => metrics.filtered(subscription.tenantId, subscription.id),
