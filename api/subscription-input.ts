@@ -2,8 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { ConflictError, InvalidInputError } from '../core/errors.ts';
 import { isEventTypePattern, matchesEventType } from '../core/event-types.ts';
 import { checkWebhookUrl, type Cidr } from '../core/ssrf.ts';
+import { generateStandardSecret, isStandardSecret, standardSecretProblem } from '../core/standard-webhooks.ts';
 import { compileFilter, FilterError, pathsUnknownToSchemas, type Filter } from '../core/subscriptions/filter.ts';
 import {
+  AUTHENTICATION_MODES,
   ORDERINGS,
   type AuthenticationMode,
   type Ordering,
@@ -45,8 +47,10 @@ export const subscriptionFields = {
   },
   authenticationMode: {
     type: 'string',
-    enum: ['None', 'ApiKey', 'Hmac', 'OAuth2'],
-    description: 'how the receiver authenticates deliveries; None when absent at creation',
+    enum: [...AUTHENTICATION_MODES],
+    description:
+      'how the receiver authenticates deliveries; None when absent at creation. StandardWebhooks: the ' +
+      'webhook-id, webhook-timestamp and webhook-signature headers of the Standard Webhooks specification',
   },
   signatureHeaderName: { ...headerName, description: 'header carrying the HMAC signature (X-Webhook-Signature)' },
   hmacSecret: {
@@ -54,7 +58,9 @@ export const subscriptionFields = {
     minLength: 16,
     maxLength: 512,
     writeOnly: true,
-    description: 'HMAC-SHA256 key; generated (32 random bytes, base64) when Hmac is chosen without one',
+    description:
+      'HMAC-SHA256 key; generated when Hmac (32 random bytes, base64) or StandardWebhooks (whsec_ and 32 random ' +
+      'bytes in base64) is chosen without one. StandardWebhooks takes only a whsec_ secret of 24 to 64 bytes',
   },
   apiKey: {
     type: 'object',
@@ -198,6 +204,23 @@ export async function applySubscriptionInput(
     generatedSecret = randomBytes(32).toString('base64');
     next.secrets.hmacSecret = generatedSecret;
   }
+  let secretConflict: string | undefined;
+  if (next.authenticationMode === 'StandardWebhooks') {
+    const problem = input.hmacSecret === undefined ? undefined : standardSecretProblem(input.hmacSecret);
+    // Chosen in this request, the pair is malformed (400); chosen earlier, the secret conflicts with the stored mode.
+    if (problem && input.authenticationMode === 'StandardWebhooks')
+      errors.push({ path: 'hmacSecret', message: `${problem} (authenticationMode StandardWebhooks)` });
+    else if (problem) secretConflict = `hmacSecret ${problem}: the subscription uses StandardWebhooks`;
+    else if (!isStandardSecret(next.secrets.hmacSecret)) {
+      // None yet, or an Hmac one (any string): Standard Webhooks receivers take only whsec_ secrets.
+      generatedSecret = generateStandardSecret();
+      next.secrets.hmacSecret = generatedSecret;
+    }
+    if (input.hmacSecret !== undefined || generatedSecret) {
+      delete next.secrets.previousHmacSecret;
+      delete next.secrets.previousHmacSecretUntil;
+    }
+  }
   const missing =
     next.authenticationMode === 'ApiKey' && !next.secrets.apiKey
       ? 'apiKey'
@@ -216,6 +239,7 @@ export async function applySubscriptionInput(
       `${missing} is required when authenticationMode is ${next.authenticationMode}, and the subscription has none: send it`,
     );
   }
+  if (secretConflict) throw new ConflictError(secretConflict);
   return { subscription: next, generatedSecret: generatedSecret ?? (creating ? next.secrets.hmacSecret : undefined) };
 }
 

@@ -37,7 +37,8 @@ export const webhookOperations = {
     operationId: 'createSubscription',
     summary: 'Create a subscription',
     description:
-      'The answer carries hmacSecret when authenticationMode is Hmac. With an Idempotency-Key, a repeat of the same ' +
+      'The answer carries hmacSecret when authenticationMode is Hmac or StandardWebhooks. With an Idempotency-Key, a ' +
+      'repeat of the same ' +
       'request answers the subscription it created (Idempotent-Replayed: true); another body with that key is a 409.',
     tags: ['Subscriptions'],
     headers: {
@@ -88,7 +89,9 @@ export const webhookOperations = {
   updateSubscription: {
     operationId: 'updateSubscription',
     summary: 'Change a subscription',
-    description: 'Switching to Hmac without hmacSecret generates one, answered once in hmacSecret.',
+    description:
+      'Switching to Hmac without hmacSecret generates one, answered once in hmacSecret; so does switching to ' +
+      'StandardWebhooks without a whsec_ secret (sent or stored).',
     tags: ['Subscriptions'],
     params: idParams,
     body: { $ref: 'SubscriptionUpdate#' },
@@ -96,7 +99,9 @@ export const webhookOperations = {
       200: ok('Subscription', 'The changed subscription.'),
       ...errors([...BODY_ERRORS, 404, 409], {
         ...NOT_FOUND,
-        409: 'authenticationMode ApiKey or OAuth2 without apiKey or oauth2, and the subscription has none.',
+        409:
+          'authenticationMode ApiKey or OAuth2 without apiKey or oauth2, and the subscription has none; or an ' +
+          'hmacSecret that is no whsec_ secret for a subscription using StandardWebhooks.',
         503: 'The event-type catalogue is still loading, or a dependency cannot answer: retry after Retry-After.',
       }),
     },
@@ -119,13 +124,19 @@ export const webhookOperations = {
   },
   rotateSubscriptionSecret: {
     operationId: 'rotateSubscriptionSecret',
-    summary: 'Rotate the HMAC secret',
-    description: 'Deliveries already queued keep the signature they were queued with.',
+    summary: 'Rotate the signing secret',
+    description:
+      'Hmac: deliveries already queued keep the signature they were queued with. StandardWebhooks (each attempt ' +
+      'signed when sent): for 24 hours, webhook-signature carries a signature with the previous secret beside the ' +
+      'new one, so receivers can switch without losing a delivery.',
     tags: ['Subscriptions'],
     params: idParams,
     response: {
       200: ok('HmacSecret', 'The new secret.'),
-      ...errors([...BODY_ERRORS, 404, 409], { ...NOT_FOUND, 409: 'The subscription does not use Hmac.' }),
+      ...errors([...BODY_ERRORS, 404, 409], {
+        ...NOT_FOUND,
+        409: 'The subscription uses neither Hmac nor StandardWebhooks.',
+      }),
     },
   },
   sendTestEvent: {

@@ -1,4 +1,5 @@
-import { blankSubscription } from '../core/subscriptions/subscription.ts';
+import { blankSubscription, SECRET_ROTATION_WINDOW_MS, signsWithSecret } from '../core/subscriptions/subscription.ts';
+import { generateStandardSecret } from '../core/standard-webhooks.ts';
 import { createHash } from 'node:crypto';
 import type {} from '@fastify/swagger';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
@@ -112,7 +113,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
             .send(
               subscriptionView(
                 existing,
-                existing.authenticationMode === 'Hmac' ? existing.secrets.hmacSecret : undefined,
+                signsWithSecret(existing.authenticationMode) ? existing.secrets.hmacSecret : undefined,
               ),
             );
         }
@@ -131,7 +132,12 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       return reply
         .code(201)
         .header('location', `./Subscriptions/${subscription.id}`)
-        .send(subscriptionView(subscription, subscription.authenticationMode === 'Hmac' ? generatedSecret : undefined));
+        .send(
+          subscriptionView(
+            subscription,
+            signsWithSecret(subscription.authenticationMode) ? generatedSecret : undefined,
+          ),
+        );
     },
   );
 
@@ -162,7 +168,7 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       await announce(request, subscription.tenantId);
       // Status and failure days may have moved since the read (dispatcher, status endpoint): answer the stored ones.
       const stored = await load(subscription.tenantId, subscription.id);
-      // Switching to Hmac without supplying a secret generates one: this answer is the only place to learn it.
+      // Switching to Hmac or StandardWebhooks without a secret generates one: this answer is the only place to learn it.
       return subscriptionView(
         { ...subscription, status: stored.status, failureDays: stored.failureDays },
         generatedSecret,
@@ -199,12 +205,24 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
     { schema: webhookOperations.rotateSubscriptionSecret },
     async (request) => {
       const subscription = await load(request.principal.tenantId, request.params.id);
-      if (subscription.authenticationMode !== 'Hmac') {
-        throw new ConflictError(`the subscription uses ${subscription.authenticationMode}, not Hmac: it has no secret`);
+      if (!signsWithSecret(subscription.authenticationMode)) {
+        throw new ConflictError(
+          `the subscription uses ${subscription.authenticationMode}, not Hmac or StandardWebhooks: it has no secret`,
+        );
       }
-      // Deliveries already queued keep the signature computed when they were queued.
-      const hmacSecret = randomBytes(32).toString('base64');
-      const rotated = { ...subscription, secrets: { ...subscription.secrets, hmacSecret }, updatedAt: new Date() };
+      const now = new Date();
+      // Hmac: deliveries already queued keep the signature computed when they were queued. StandardWebhooks signs each
+      // attempt: for SECRET_ROTATION_WINDOW_MS, with the previous secret too (a second signature in the same header).
+      const rotation =
+        subscription.authenticationMode === 'StandardWebhooks'
+          ? {
+              hmacSecret: generateStandardSecret(),
+              previousHmacSecret: subscription.secrets.hmacSecret,
+              previousHmacSecretUntil: now.getTime() + SECRET_ROTATION_WINDOW_MS,
+            }
+          : { hmacSecret: randomBytes(32).toString('base64') };
+      const { hmacSecret } = rotation;
+      const rotated = { ...subscription, secrets: { ...subscription.secrets, ...rotation }, updatedAt: now };
       if (!(await subscriptions.update(rotated))) throw new NotFoundError('subscription', subscription.id);
       await announce(request, subscription.tenantId);
       return { hmacSecret };

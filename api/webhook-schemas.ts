@@ -2,6 +2,7 @@
 // answers, and `components.schemas` of /CoreWebhook/openapi.json), and the rules the document states beyond the
 // validators. The operations using them are in webhook-operations.ts.
 import { pageSchema, type ComponentOverrides, type JsonSchema } from '../core/http/openapi.ts';
+import { AUTHENTICATION_MODES } from '../core/subscriptions/subscription.ts';
 import { subscriptionFields, webhookUrlPattern } from './subscription-input.ts';
 
 export const ID_EXAMPLE = '5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f';
@@ -124,11 +125,13 @@ const subscription = {
     id: { type: 'string' },
     url: { type: 'string' },
     eventTypes: { type: 'array', items: { type: 'string' } },
-    authenticationMode: { type: 'string', enum: ['None', 'ApiKey', 'Hmac', 'OAuth2'] },
+    authenticationMode: { type: 'string', enum: [...AUTHENTICATION_MODES] },
     signatureHeaderName: { type: 'string' },
     hmacSecret: {
       type: 'string',
-      description: 'only in the creation answer, a rotation, and a change to Hmac that generated it',
+      description:
+        'only in the creation answer, a rotation, and a change to Hmac or StandardWebhooks that generated it ' +
+        '(StandardWebhooks: whsec_ and base64)',
     },
     apiKey: {
       type: ['object', 'null'],
@@ -197,7 +200,14 @@ const hmacSecret = {
   type: 'object',
   required: ['hmacSecret'],
   additionalProperties: false,
-  properties: { hmacSecret: { type: 'string', description: 'the new secret (32 random bytes, base64)' } },
+  properties: {
+    hmacSecret: {
+      type: 'string',
+      description:
+        'the new secret: 32 random bytes, base64 (Hmac), or whsec_ and 32 random bytes in base64 (StandardWebhooks, ' +
+        'whose deliveries carry a signature with the previous secret too for 24 hours)',
+    },
+  },
   examples: [{ hmacSecret: 'q4m1c0y3JdXf0m7rL8b2m9r6c1h0e5e2o4x7Z2r8d1s=' }],
 } as const;
 
@@ -427,12 +437,35 @@ export function webhookOverrides(allowHttp: boolean, catalogue: { eventType: str
       ...documented,
       anyOf: [
         { properties: { authenticationMode: { enum: ['None', 'Hmac'] } } },
+        STANDARD_WEBHOOKS_SECRET,
         { required: ['authenticationMode', 'apiKey'], properties: { authenticationMode: { enum: ['ApiKey'] } } },
         { required: ['authenticationMode', 'oauth2'], properties: { authenticationMode: { enum: ['OAuth2'] } } },
       ],
     }),
+    SubscriptionUpdate: (documented): Documented => ({
+      ...documented,
+      anyOf: [
+        { properties: { authenticationMode: { enum: ['None', 'ApiKey', 'Hmac', 'OAuth2'] } } },
+        STANDARD_WEBHOOKS_SECRET,
+      ],
+    }),
   };
 }
+
+/**
+ * A request choosing StandardWebhooks with a secret: `whsec_` and canonical base64 of 24 to 64 bytes
+ * (core/standard-webhooks.ts).
+ */
+const STANDARD_WEBHOOKS_SECRET = {
+  required: ['authenticationMode'],
+  properties: {
+    authenticationMode: { enum: ['StandardWebhooks'] },
+    hmacSecret: {
+      pattern:
+        '^whsec_(?:(?:[A-Za-z0-9+/]{4}){8,21}(?:[A-Za-z0-9+/]{2}==)?|(?:[A-Za-z0-9+/]{4}){8,20}[A-Za-z0-9+/]{3}=)$',
+    },
+  },
+};
 
 /** A regular expression of the patterns matching at least one of `names`: each segment itself or `*`. */
 function catalogueRegExp(names: string[]): string {

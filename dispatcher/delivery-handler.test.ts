@@ -10,6 +10,8 @@ import { CircuitBreaker } from './circuit-breaker.ts';
 import { createDeliveryHandler, type AuthHeaders, type CircuitControl, type EntityOrder } from './delivery-handler.ts';
 import type { OutboundRequest } from './http-sender.ts';
 import type { AttemptResult } from './outcome.ts';
+import { Webhook } from 'standardwebhooks';
+import { generateStandardSecret } from '../core/standard-webhooks.ts';
 import { failureWindow } from './outcome.ts';
 
 const MINUTE = 60_000;
@@ -1384,5 +1386,44 @@ describe('ordering "entity"', () => {
     expect(t.scheduleRetry.mock.calls[0]![1]).toMatchObject({ holdUntil: now + 3 * MINUTE, mayBeDuplicate: true });
     expect(DELAYS[t.scheduleRetry.mock.calls[0]![0]]).toBe(2 * MINUTE);
     expect(gate.calls).toEqual([]);
+  });
+});
+
+describe('authenticationMode StandardWebhooks', () => {
+  const now = Date.now();
+  const record = () => deliveryRecord({ queuedAt: now - MINUTE, signature: null });
+
+  it('signs each attempt when it is sent: the official library verifies it, with the spec headers beside', async () => {
+    const secret = generateStandardSecret();
+    const t = setup({
+      now,
+      subscription: subscription({ authenticationMode: 'StandardWebhooks', secrets: { hmacSecret: secret } }),
+    });
+    await t.handle(record());
+    const { headers, body } = t.sent[0]!;
+    expect(headers).toMatchObject({
+      'webhook-id': 'evt-1',
+      'webhook-timestamp': String(Math.floor(now / 1000)),
+      'x-webhook-event-id': 'evt-1',
+      'x-webhook-delivery-id': 'del-1',
+    });
+    expect(headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]+=*$/);
+    expect(headers).not.toHaveProperty('x-webhook-signature');
+    expect(new Webhook(secret).verify(body, headers)).toEqual(JSON.parse(ENVELOPE.toString()));
+  });
+
+  it("signs with the previous secret too within a rotation's window, and with the new one alone after it", async () => {
+    const [current, previous] = [generateStandardSecret(), generateStandardSecret()];
+    const secrets = { hmacSecret: current, previousHmacSecret: previous, previousHmacSecretUntil: now + HOUR };
+    for (const [at, signatures] of [
+      [now, 2],
+      [now + 2 * HOUR, 1],
+    ] as const) {
+      const t = setup({ now: at, subscription: subscription({ authenticationMode: 'StandardWebhooks', secrets }) });
+      await t.handle(deliveryRecord({ queuedAt: at - MINUTE, signature: null }));
+      const { headers } = t.sent[0]!;
+      expect(headers['webhook-signature']!.split(' ')).toHaveLength(signatures);
+      if (at === now) expect(() => new Webhook(previous).verify(t.sent[0]!.body, headers)).not.toThrow();
+    }
   });
 });

@@ -7,6 +7,7 @@ import type { Gate } from './circuit-breaker.ts';
 import type { Subscription } from '../core/subscriptions/subscription.ts';
 import { decideFate, failureWindow, holdHop, LIFETIME_EXCEEDED, nextHop, type AttemptResult } from './outcome.ts';
 import { isOrdered } from '../core/deliveries/entity-order.ts';
+import { standardHeaders } from '../core/standard-webhooks.ts';
 import type { Admission, EndedTurn } from './entity-order-gate.ts';
 import { LocalTurns, type Head } from './local-turns.ts';
 import type { OutboundRequest, Sender } from './http-sender.ts';
@@ -430,7 +431,7 @@ export function createDeliveryHandler(
     slot?.release();
     const attemptOnce = async (refresh: boolean): Promise<AttemptResult> => {
       try {
-        const request = await outbound(subscription, record, deps.authHeaders, refresh);
+        const request = await outbound(subscription, record, deps.authHeaders, refresh, now());
         const answered = deps.concurrency?.begin(record.subscriptionId, record.tenantId);
         let result: AttemptResult | undefined;
         try {
@@ -595,6 +596,7 @@ async function outbound(
   record: DeliveryRecord,
   authHeaders: AuthHeaders,
   refresh: boolean,
+  at: number,
 ): Promise<OutboundRequest> {
   const headers: Record<string, string> = {
     'content-type': 'application/json',
@@ -607,6 +609,15 @@ async function outbound(
     ...(await authHeaders(subscription, refresh)),
   };
   if (record.signature !== null) headers[subscription.signatureHeaderName.toLowerCase()] = record.signature;
+  const { hmacSecret, previousHmacSecret, previousHmacSecretUntil } = subscription.secrets;
+  if (subscription.authenticationMode === 'StandardWebhooks' && hmacSecret) {
+    // Signed when sent (its timestamp is this attempt's); with the previous secret too during a rotation's window.
+    const previous = previousHmacSecret && at < (previousHmacSecretUntil ?? 0) ? [previousHmacSecret] : [];
+    Object.assign(
+      headers,
+      standardHeaders([hmacSecret, ...previous], record.eventId, Math.floor(at / 1000), record.envelope),
+    );
+  }
   if (record.test) headers['x-webhook-test'] = 'true';
   return { url: subscription.url, headers, body: record.envelope, key: record.subscriptionId };
 }

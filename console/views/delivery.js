@@ -160,6 +160,12 @@ function headers(delivery, subscription) {
   if (delivery.test) list.push(['X-Webhook-Test', 'true']);
   if (subscription?.authenticationMode === 'Hmac') {
     list.push([subscription.signatureHeaderName, '(hidden) base64 HMAC-SHA256 of the body, computed once when queued']);
+  } else if (subscription?.authenticationMode === 'StandardWebhooks') {
+    list.push(
+      ['webhook-id', delivery.eventId],
+      ['webhook-timestamp', '(per attempt) Unix seconds when it was sent'],
+      ['webhook-signature', '(hidden) v1,base64 HMAC-SHA256 of id.timestamp.body, computed per attempt'],
+    );
   } else if (subscription?.authenticationMode === 'ApiKey' && subscription.apiKey) {
     list.push([subscription.apiKey.headerName, '(hidden) the API key']);
   } else if (subscription?.authenticationMode === 'OAuth2') {

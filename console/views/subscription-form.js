@@ -11,7 +11,15 @@ const MODES = [
   ['ApiKey', 'A fixed header carrying a key, such as X-Api-Key.'],
   ['Hmac', 'Every body signed with HMAC-SHA256 of a shared secret, in a signature header.'],
   ['OAuth2', 'A bearer token the service gets from your token endpoint (client credentials grant).'],
+  [
+    'StandardWebhooks',
+    'Standard Webhooks: webhook-id, webhook-timestamp and webhook-signature headers signed with a whsec_ secret, ' +
+      'verified by the official libraries; a request replayed later is refused.',
+  ],
 ];
+
+/** Modes signed with the subscription's secret: its settings section is the Hmac one. */
+const SIGNED = new Set(['Hmac', 'StandardWebhooks']);
 
 /** Where each error path of the API's problem documents points in this form. */
 const FIELDS = {
@@ -66,7 +74,7 @@ export async function renderSubscriptionForm(view, { id, signal }) {
       secretPanel(answer.hmacSecret, { onDone: () => (window.location.hash = '#/subscriptions') }),
     );
     heading.focus();
-    announce(`${heading.textContent}. Its Hmac secret is shown once, below.`);
+    announce(`${heading.textContent}. Its signing secret is shown once, below.`);
   };
   view.append(subscriptionForm(types, current, saved));
 }
@@ -93,11 +101,12 @@ function subscriptionForm(types, current, saved) {
     scope: input('f-oauth-scope', { value: current?.oauth2?.scope ?? '' }),
   };
   const keep = current ? 'Leave empty to keep the current one.' : '';
+  const headerField = field(hmac.header, 'Signature header name');
   const sections = {
     None: null,
     Hmac: section(
-      'Hmac settings',
-      field(hmac.header, 'Signature header name'),
+      'Signing settings',
+      headerField,
       field(
         hmac.secret,
         'Secret (optional)',
@@ -117,7 +126,10 @@ function subscriptionForm(types, current, saved) {
     ),
   };
   const showMode = () => {
-    for (const [mode, element] of Object.entries(sections)) if (element) element.hidden = mode !== modes.value();
+    const shown = SIGNED.has(modes.value()) ? 'Hmac' : modes.value();
+    for (const [mode, element] of Object.entries(sections)) if (element) element.hidden = mode !== shown;
+    // Standard Webhooks names its headers itself.
+    headerField.hidden = modes.value() !== 'Hmac';
   };
   modes.onChange(showMode);
   showMode();
@@ -254,8 +266,8 @@ function requestBody(form, current) {
   if (mode === 'Hmac') {
     const header = form.hmac.header.value.trim();
     if (header && changed(header, current?.signatureHeaderName)) body.signatureHeaderName = header;
-    if (form.hmac.secret.value) body.hmacSecret = form.hmac.secret.value;
   }
+  if (SIGNED.has(mode) && form.hmac.secret.value) body.hmacSecret = form.hmac.secret.value;
   if (mode === 'ApiKey') {
     const headerName = form.apiKey.header.value.trim();
     const value = form.apiKey.value.value;

@@ -185,12 +185,18 @@ function actions(tr, subscription, context) {
 
   const rotate = () =>
     confirmDialog({
-      title: 'Rotate the Hmac secret?',
+      title:
+        subscription.authenticationMode === 'StandardWebhooks'
+          ? 'Rotate the Standard Webhooks secret?'
+          : 'Rotate the Hmac secret?',
       body: h(
         'p',
         {},
-        `A new secret signs the deliveries to ${subscription.url} queued from now on. Deliveries already queued keep ` +
-          'their signature made with the old secret, so let your receiver accept both for a while.',
+        subscription.authenticationMode === 'StandardWebhooks'
+          ? `A new secret signs the deliveries to ${subscription.url} from now on. For 24 hours each delivery also ` +
+              'carries a signature made with the old secret: give your receiver the new one within that time.'
+          : `A new secret signs the deliveries to ${subscription.url} queued from now on. Deliveries already queued ` +
+              'keep their signature made with the old secret, so let your receiver accept both for a while.',
       ),
       confirmLabel: 'Rotate secret',
       onConfirm: async () => {
@@ -245,7 +251,7 @@ function actions(tr, subscription, context) {
       'Send test event',
       about.cloneNode(true),
     ),
-    subscription.authenticationMode === 'Hmac'
+    subscription.authenticationMode === 'Hmac' || subscription.authenticationMode === 'StandardWebhooks'
       ? h(
           'button',
           { type: 'button', class: 'button small', onclick: guarded(rotate) },

@@ -1,7 +1,20 @@
 import type { Filter } from './filter.ts';
 
 /** How the service authenticates to a subscriber endpoint. */
-export type AuthenticationMode = 'None' | 'ApiKey' | 'Hmac' | 'OAuth2';
+export type AuthenticationMode = 'None' | 'ApiKey' | 'Hmac' | 'OAuth2' | 'StandardWebhooks';
+export const AUTHENTICATION_MODES: readonly AuthenticationMode[] = [
+  'None',
+  'ApiKey',
+  'Hmac',
+  'OAuth2',
+  'StandardWebhooks',
+];
+
+/** Modes that sign with the subscription's secret (`hmacSecret`): answered at creation, rotated on request. */
+export const signsWithSecret = (mode: AuthenticationMode): boolean => mode === 'Hmac' || mode === 'StandardWebhooks';
+
+/** How long a rotated StandardWebhooks secret still signs, beside the new one (receivers switch within it). */
+export const SECRET_ROTATION_WINDOW_MS = 24 * 3_600_000;
 export type SubscriptionStatus = 'enabled' | 'disabled';
 /** 'entity': deliveries of one entity arrive in the order their events were raised, one at a time (entity-order.ts). */
 export type Ordering = 'none' | 'entity';
@@ -10,6 +23,9 @@ export const ORDERINGS: readonly Ordering[] = ['none', 'entity'];
 /** Write-only fields, sealed at rest and never returned (the Hmac secret only at creation and rotation). */
 export interface SubscriptionSecrets {
   hmacSecret?: string;
+  /** StandardWebhooks: the secret before the last rotation, and until when (epoch ms) it still signs. */
+  previousHmacSecret?: string;
+  previousHmacSecretUntil?: number;
   apiKey?: string;
   oauth2ClientSecret?: string;
 }

@@ -307,10 +307,14 @@ describe('operator console in a browser', () => {
     await page.getByRole('heading', { level: 1, name: 'New subscription' }).waitFor();
     expect(await unlabelled()).toEqual([]);
     // Every authentication mode has its settings, each labelled.
-    for (const mode of ['ApiKey', 'OAuth2', 'None', 'Hmac']) {
+    for (const mode of ['ApiKey', 'OAuth2', 'None', 'StandardWebhooks', 'Hmac']) {
       await page.getByLabel(mode, { exact: true }).check();
       expect(await unlabelled()).toEqual([]);
     }
+    // Standard Webhooks takes a secret but names its headers itself.
+    await page.getByLabel('StandardWebhooks', { exact: true }).check();
+    await expect.poll(() => page.getByLabel('Signature header name').isVisible(), UI).toBe(false);
+    expect(await page.getByLabel('Secret (optional)').isVisible()).toBe(true);
     await page.getByLabel('OAuth2', { exact: true }).check();
     await expect.poll(() => page.getByLabel('Token URL').isVisible(), UI).toBe(true);
     await page.getByLabel('Hmac', { exact: true }).check();

@@ -2,19 +2,17 @@
 // routed, signed and posted by the real router and dispatcher (Kafka, Cassandra, schema registry), is verified and
 // typed by the kit's example receiver; the same bytes tampered, or another secret, are refused with 401; a replay
 // (new delivery id, same event id) is acknowledged and kept once.
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EnvelopeFields as ServiceEnvelopeFields } from '../../core/envelope.ts';
-import { loadConfig } from '../../core/config.ts';
-import { createLogger } from '../../core/log.ts';
-import { deprovision, provision } from '../../infra/provision.ts';
 import type { PurchaseOrderDTO as ServiceDTO } from '../../producer/purchase-order.ts';
 import { MemoryInbox, type ReceivedEvent } from '../../sdk/examples/memory-inbox.ts';
 import { createReceiver, type ReceiverLogEntry } from '../../sdk/examples/receiver.ts';
 import { signWebhook, type EnvelopeFields, type PurchaseOrderDTO } from '../../sdk/src/index.ts';
-import { freePort, startIdentityProvider, startServices, testEnv, waitFor } from '../support/harness.ts';
+import { waitFor } from '../support/harness.ts';
+import { startPipeline, type Answer } from '../support/pipeline.ts';
 
 /** True when A and B are the same type, optional fields and readonly included; else assigning `true` fails `tsc`. */
 type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
@@ -40,52 +38,20 @@ async function kitReceiver(options: { secrets: string | string[]; signatureHeade
 }
 
 describe('receiver kit on real deliveries', () => {
-  let env: Record<string, string>;
-  let idp: Awaited<ReturnType<typeof startIdentityProvider>>;
-  let stack: Awaited<ReturnType<typeof startServices>>;
-  let base: string;
-  let token: string;
+  let pipeline: Awaited<ReturnType<typeof startPipeline>>;
   const receivers: { close(): Promise<unknown> }[] = [];
 
   beforeAll(async () => {
-    env = {
-      ...testEnv(),
-      KAFKA_TOPIC_PREFIX: `${testEnv().KAFKA_TOPIC_PREFIX}kit${randomUUID().slice(0, 8)}.`,
-      WEBHOOK_SUBSCRIPTION_CACHE_TTL: '200ms',
-      WEBHOOK_ALLOW_HTTP: 'true',
-      WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
-    };
-    await provision(loadConfig(env), createLogger('test', 'warn'));
-    idp = await startIdentityProvider(env);
-    base = `http://127.0.0.1:${await freePort()}`;
-    Object.assign(env, { AUTH_URL: idp.url, GATEWAY_BASE_URL: base });
-    stack = await startServices(env, ['gateway', 'router', 'dispatcher']);
-    token = await idp.token(await idp.client(`kit-${randomBytes(4).toString('hex')}`));
+    pipeline = await startPipeline('kit');
   });
 
   afterAll(async () => {
-    await stack?.stop();
+    await pipeline?.stop();
     await Promise.all(receivers.map((receiver) => receiver.close()));
-    await idp?.close();
-    // The keyspace is the run's and is dropped by the global teardown; these topics are this file's own.
-    if (env) await deprovision(loadConfig(env), createLogger('test', 'warn'), { keyspace: false });
   });
 
-  const api = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`${base}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: response.status, text: await response.text() };
-  };
-  const json = <T>(answer: { status: number; text: string }, status: number): T => {
-    expect(answer.status, answer.text).toBe(status);
-    return JSON.parse(answer.text) as T;
-  };
+  const api = (method: string, path: string, body?: unknown) => pipeline.api(method, path, body);
+  const json = <T>(answer: Answer, status: number): T => pipeline.json<T>(answer, status);
 
   /** Creates a subscription (retrying until the catalogue has reached the webhook API). */
   const subscribe = (body: Record<string, unknown>) =>

@@ -54,6 +54,9 @@ describe('webhook API: subscriptions', () => {
     expect(answer.status, answer.text).toBe(201);
     return answer;
   };
+  /** POST …/secret/rotate: the new secret in its body. */
+  const rotate = (id: string) =>
+    call<{ hmacSecret: string }>(api.base, 'POST', `${WEBHOOKS}/Subscriptions/${id}/secret/rotate`, { token });
   const list = async (bearer = token) =>
     call<Page<SubscriptionView>>(api.base, 'GET', `${WEBHOOKS}/Subscriptions`, { token: bearer });
 
@@ -383,12 +386,7 @@ describe('webhook API: subscriptions', () => {
 
     it('is rotated: 200 {hmacSecret} with a new generated secret, stored, and still never returned by GET', async () => {
       const created = (await create(subscriptionBody({ authenticationMode: 'Hmac' }))).body;
-      const rotated = await call<{ hmacSecret: string }>(
-        api.base,
-        'POST',
-        `${WEBHOOKS}/Subscriptions/${created.id}/secret/rotate`,
-        { token },
-      );
+      const rotated = await rotate(created.id);
       expect(rotated.status, rotated.text).toBe(200);
       expect(Object.keys(rotated.body)).toEqual(['hmacSecret']);
       expect(rotated.body.hmacSecret).toMatch(/^[A-Za-z0-9+/]{43}=$/);
@@ -423,6 +421,66 @@ describe('webhook API: subscriptions', () => {
       expect((await api.gateway.subscriptions.get(tenant, created.id))?.secrets.hmacSecret).toBe(
         patched.body.hmacSecret,
       );
+    });
+  });
+
+  describe('StandardWebhooks secret', () => {
+    const WHSEC = /^whsec_[A-Za-z0-9+/]{43}=$/;
+
+    it('is generated as whsec_ and 32 random bytes, returned only at creation; a supplied one must be whsec_', async () => {
+      const created = (await create(subscriptionBody({ authenticationMode: 'StandardWebhooks' }))).body;
+      expect(created.authenticationMode).toBe('StandardWebhooks');
+      expect(created.hmacSecret).toMatch(WHSEC);
+      expect(Buffer.from(created.hmacSecret!.slice(6), 'base64')).toHaveLength(32);
+      expect((await hooks('GET', `/Subscriptions/${created.id}`)).text).not.toContain(created.hmacSecret);
+
+      const own = `whsec_${Buffer.alloc(24, 9).toString('base64')}`;
+      const supplied = (await create(subscriptionBody({ authenticationMode: 'StandardWebhooks', hmacSecret: own })))
+        .body;
+      expect((await api.gateway.subscriptions.get(tenant, supplied.id))?.secrets.hmacSecret).toBe(own);
+
+      const refused = await hooks(
+        'POST',
+        '/Subscriptions',
+        subscriptionBody({ authenticationMode: 'StandardWebhooks', hmacSecret: 'a-plain-secret-of-some-length' }),
+      );
+      expectProblem(refused, 400);
+      expect(refused.text).toContain('hmacSecret');
+      expect(refused.text).toContain('must start with whsec_');
+    });
+
+    it('is generated when PATCH switches an Hmac subscription to StandardWebhooks (its secret is no whsec_ one)', async () => {
+      const created = (await create(subscriptionBody({ authenticationMode: 'Hmac' }))).body;
+      const patched = await hooks('PATCH', `/Subscriptions/${created.id}`, { authenticationMode: 'StandardWebhooks' });
+      expect(patched.status, patched.text).toBe(200);
+      expect(patched.body.hmacSecret).toMatch(WHSEC);
+      expect((await api.gateway.subscriptions.get(tenant, created.id))?.secrets.hmacSecret).toBe(
+        patched.body.hmacSecret,
+      );
+      // A plain secret for it later, without the mode in the request: a conflict with its stored mode, nothing changed.
+      const conflicting = await hooks('PATCH', `/Subscriptions/${created.id}`, {
+        hmacSecret: 'plain-secret-0123456789',
+      });
+      expectProblem(conflicting, 409);
+      expect(conflicting.text).toContain('must start with whsec_');
+      expect((await api.gateway.subscriptions.get(tenant, created.id))?.secrets.hmacSecret).toBe(
+        patched.body.hmacSecret,
+      );
+    });
+
+    it('is rotated to a new whsec_ secret, the previous one kept to sign beside it for 24 hours', async () => {
+      const created = (await create(subscriptionBody({ authenticationMode: 'StandardWebhooks' }))).body;
+      const before = Date.now();
+      const rotated = await rotate(created.id);
+      expect(rotated.status, rotated.text).toBe(200);
+      expect(rotated.body.hmacSecret).toMatch(WHSEC);
+      const { secrets } = (await api.gateway.subscriptions.get(tenant, created.id))!;
+      expect(secrets).toMatchObject({ hmacSecret: rotated.body.hmacSecret, previousHmacSecret: created.hmacSecret });
+      expect(secrets.previousHmacSecretUntil).toBeGreaterThanOrEqual(before + 24 * 3_600_000);
+      expect(secrets.previousHmacSecretUntil).toBeLessThanOrEqual(Date.now() + 24 * 3_600_000);
+      const fetched = await hooks('GET', `/Subscriptions/${created.id}`);
+      expect(fetched.text).not.toContain(rotated.body.hmacSecret);
+      expect(fetched.text).not.toContain(created.hmacSecret);
     });
   });
 
@@ -543,12 +601,7 @@ describe('webhook API: subscriptions', () => {
       expect((await api.gateway.subscriptions.get(tenant, oauth.id))?.secrets.oauth2ClientSecret).toBe(clientSecret);
 
       // After a rotation the new secret is sealed too.
-      const rotated = await call<{ hmacSecret: string }>(
-        api.base,
-        'POST',
-        `${WEBHOOKS}/Subscriptions/${hmac.id}/secret/rotate`,
-        { token },
-      );
+      const rotated = await rotate(hmac.id);
       const row = (
         await db.execute('SELECT * FROM subscriptions WHERE tenant_id = ? AND id = ?', [tenant, hmac.id])
       ).first();
