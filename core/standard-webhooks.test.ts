@@ -1,5 +1,6 @@
 import { Webhook } from 'standardwebhooks';
 import { describe, expect, it } from 'vitest';
+import { verifyStandardWebhook } from '../sdk/src/index.ts';
 import {
   generateStandardSecret,
   standardHeaders,
@@ -7,7 +8,9 @@ import {
   standardSignature,
 } from './standard-webhooks.ts';
 
-const BODY = Buffer.from('{"eventId":"evt-1","payload":{"amount":12.5}}');
+const BODY = Buffer.from(
+  '{"eventId":"evt-1","eventType":"purchaseOrder.validated","payload":{"amount":12.5},"payloadOmitted":false}',
+);
 
 describe('Standard Webhooks signatures', () => {
   it('are verified by the official library, with the secret as generated', () => {
@@ -16,6 +19,8 @@ describe('Standard Webhooks signatures', () => {
     const now = Math.floor(Date.now() / 1000);
     const headers = standardHeaders([secret], 'evt-1', now, BODY);
     expect(new Webhook(secret).verify(BODY, headers)).toEqual(JSON.parse(BODY.toString()));
+    // The receiver kit verifies it too.
+    expect(verifyStandardWebhook({ headers, rawBody: BODY, secrets: secret })).toEqual(JSON.parse(BODY.toString()));
     // The library's own signature of the same message is ours.
     expect(headers['webhook-signature']).toBe(new Webhook(secret).sign('evt-1', new Date(now * 1000), BODY));
   });

@@ -8,6 +8,7 @@ const CODES: Record<WebhookVerificationErrorCode, true> = {
   missing_signature: true,
   invalid_signature: true,
   invalid_body: true,
+  invalid_timestamp: true,
 };
 
 describe('verification error codes', () => {

@@ -1,6 +1,6 @@
 /** Why a delivery was refused; stable, machine-readable. */
 export type WebhookVerificationErrorCode =
-  'no_secrets' | 'body_not_raw' | 'missing_signature' | 'invalid_signature' | 'invalid_body';
+  'no_secrets' | 'body_not_raw' | 'missing_signature' | 'invalid_signature' | 'invalid_body' | 'invalid_timestamp';
 
 /** What each code means and what to do about it: the start of every error's message. */
 export const VERIFICATION_ERRORS: Record<WebhookVerificationErrorCode, string> = {
@@ -21,6 +21,9 @@ export const VERIFICATION_ERRORS: Record<WebhookVerificationErrorCode, string> =
   invalid_body:
     'The signature is valid but the body is not a delivery envelope (UTF-8 JSON object with eventId, eventType ' +
     'and payloadOmitted). The service never sends such a body: report it with its X-Webhook-Delivery-Id.',
+  invalid_timestamp:
+    'The webhook-timestamp header (StandardWebhooks mode) is missing, not Unix seconds, or further from now than ' +
+    'the tolerance: a request captured and replayed later, or a clock far off. Answer 401; check the clock (NTP).',
 };
 
 /** A delivery the receiver must refuse; `code` says why and the message what to do. */

@@ -28,4 +28,11 @@ export {
   type ValidatedPurchaseOrder,
   type WebhookDeliveryHeaders,
 } from './types.ts';
-export { signWebhook, verifyWebhook, type RawBody, type VerifyWebhookOptions } from './verify.ts';
+export {
+  signWebhook,
+  verifyStandardWebhook,
+  verifyWebhook,
+  type RawBody,
+  type VerifyStandardWebhookOptions,
+  type VerifyWebhookOptions,
+} from './verify.ts';

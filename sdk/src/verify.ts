@@ -41,14 +41,7 @@ export function signWebhook(secret: string, rawBody: RawBody): string {
 export function verifyWebhook<E extends { eventType: string } = PurchaseOrderEnvelope>(
   options: VerifyWebhookOptions,
 ): E {
-  const secrets = (typeof options.secrets === 'string' ? [options.secrets] : [...(options.secrets ?? [])]).filter(
-    (secret): secret is string => typeof secret === 'string' && secret.length > 0,
-  );
-  if (secrets.length === 0) throw new WebhookVerificationError('no_secrets');
-  if (typeof options.rawBody !== 'string' && !(options.rawBody instanceof Uint8Array)) {
-    throw new WebhookVerificationError('body_not_raw', `rawBody is ${describe(options.rawBody)}`);
-  }
-  const body = bytesOf(options.rawBody);
+  const { secrets, body } = secretsAndBody(options);
   const headerName = options.signatureHeader ?? DEFAULT_SIGNATURE_HEADER;
   // A proxy may repeat a header, and Node joins repeats with ", ": each value is a candidate (base64 has no comma).
   const candidates = headerValues(options.headers, headerName)
@@ -127,4 +120,78 @@ function describe(value: unknown): string {
   if (value === null) return 'null';
   if (typeof value === 'object') return `an object (${value.constructor?.name ?? 'Object'})`;
   return `a ${typeof value}`;
+}
+
+/** What `verifyStandardWebhook` needs from one request. */
+export interface VerifyStandardWebhookOptions {
+  /** The request headers (Node's `request.headers`, any plain object, or a fetch `Headers`). */
+  headers: RequestHeaders;
+  /** The body bytes as received, before any parsing; a string is taken as their UTF-8 text. */
+  rawBody: RawBody;
+  /** The subscription's `whsec_` secret; during a rotation the new and the previous one (valid if any matches). */
+  secrets: string | readonly string[];
+  /** How far webhook-timestamp may be from now, in seconds: 300 by default, as the official libraries. */
+  toleranceSeconds?: number;
+  /** The clock, in epoch ms (tests). */
+  now?: () => number;
+}
+
+const STANDARD_PREFIX = 'whsec_';
+
+/**
+ * Checks a delivery of a subscription using authenticationMode StandardWebhooks, then parses it: the timestamp within
+ * the tolerance, then `v1,` + base64 HMAC-SHA256 of `webhook-id.webhook-timestamp.body` under a secret's bytes (the
+ * base64 after `whsec_`) among the space-separated signatures. Returns the envelope, or throws a
+ * WebhookVerificationError (answer 401 and do not process the body). Compared in constant time.
+ */
+export function verifyStandardWebhook<E extends { eventType: string } = PurchaseOrderEnvelope>(
+  options: VerifyStandardWebhookOptions,
+): E {
+  const { secrets, body } = secretsAndBody(options);
+  const id = headerValues(options.headers, 'webhook-id')[0];
+  const signatures = headerValues(options.headers, 'webhook-signature')
+    .flatMap((value) => value.split(' '))
+    .filter((value) => value.startsWith('v1,'))
+    .slice(0, MAX_CANDIDATES)
+    .map((value) => decodeSignature(value.slice(3)));
+  if (!id || signatures.length === 0) {
+    throw new WebhookVerificationError('missing_signature', 'No webhook-id, or no v1 webhook-signature');
+  }
+  const stamp = headerValues(options.headers, 'webhook-timestamp')[0] ?? '';
+  const now = Math.floor((options.now ?? Date.now)() / 1000);
+  const tolerance = options.toleranceSeconds ?? 300;
+  if (!/^\d{1,12}$/.test(stamp) || Math.abs(now - Number(stamp)) > tolerance) {
+    throw new WebhookVerificationError('invalid_timestamp', `webhook-timestamp ${JSON.stringify(stamp)}, now ${now}`);
+  }
+  let matched = false;
+  for (const secret of secrets) {
+    const key = Buffer.from(
+      secret.startsWith(STANDARD_PREFIX) ? secret.slice(STANDARD_PREFIX.length) : secret,
+      'base64',
+    );
+    const expected = crypto.createHmac('sha256', key).update(`${id}.${stamp}.`).update(body).digest();
+    for (const candidate of signatures) {
+      if (crypto.timingSafeEqual(candidate.bytes, expected) && candidate.wellFormed) matched = true;
+    }
+  }
+  if (!matched) {
+    throw new WebhookVerificationError(
+      'invalid_signature',
+      `The webhook-signature header does not match (${secrets.length} secret(s) tried)`,
+    );
+  }
+  return parseEnvelope(body) as unknown as E;
+}
+
+/** The non-empty secrets given, and the raw body's bytes; throws when there is no secret or no raw body. */
+function secretsAndBody(options: { secrets: string | readonly string[]; rawBody: RawBody }) {
+  const secrets = (typeof options.secrets === 'string' ? [options.secrets] : [...(options.secrets ?? [])]).filter(
+    (secret): secret is string => typeof secret === 'string' && secret.length > 0,
+  );
+  if (secrets.length === 0) throw new WebhookVerificationError('no_secrets');
+  if (typeof options.rawBody !== 'string' && !(options.rawBody instanceof Uint8Array)) {
+    throw new WebhookVerificationError('body_not_raw', `rawBody is ${describe(options.rawBody)}`);
+  }
+  const body = bytesOf(options.rawBody);
+  return { secrets, body };
 }
