@@ -340,10 +340,17 @@ export function createDeliveryHandler(
       await deps.scheduleRetry(hop.tier, { ...record, dueAt: hop.dueAt });
       return;
     }
-    if (record.mayBeDuplicate) {
+    if (record.mayBeDuplicate || record.attempt > 1) {
       // Routed again, or redelivered after a rebalance: a finished series, or an attempt already made, is not repeated.
+      // Nor by a retry: a retry scheduled again (retryAgain) may have made it first, its record held up less than the
+      // first one's (a tier's partition without a leader for a while, say).
       const state = await deps.attempts.state(record.tenantId, record.deliveryId);
-      if (state?.status === 'retrying' && state.attemptCount === record.attempt && !record.rescheduled)
+      if (
+        record.mayBeDuplicate &&
+        state?.status === 'retrying' &&
+        state.attemptCount === record.attempt &&
+        !record.rescheduled
+      )
         return retryAgain(record, state);
       if (state && (FINAL.has(state.status) || state.attemptCount >= record.attempt))
         return skipDuplicate(record, state.status);
