@@ -1,5 +1,5 @@
 import type { Attempt, DeliveryStatus } from '../core/deliveries/delivery.ts';
-import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
+import { withoutTransportFlags, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import type { SeriesIdentity, SeriesRef, SeriesState } from '../core/deliveries/delivery-store.ts';
 import type { Logger } from '../core/log.ts';
 import type { CircuitMetrics, DeliveryMetrics } from '../core/metrics.ts';
@@ -9,7 +9,7 @@ import { decideFate, failureWindow, holdHop, LIFETIME_EXCEEDED, nextHop, type At
 import { isOrdered } from '../core/deliveries/entity-order.ts';
 import { standardHeaders } from '../core/standard-webhooks.ts';
 import type { Admission, EndedTurn } from './entity-order-gate.ts';
-import { LocalTurns, type Head } from './local-turns.ts';
+import { LocalTurns } from './local-turns.ts';
 import type { OutboundRequest, Sender } from './http-sender.ts';
 
 /** Where attempts and final states are written. */
@@ -162,25 +162,22 @@ export function createDeliveryHandler(
   });
 
   /**
-   * The next delivery of an entity whose turn came when the record handled (the key) ended; `sure` when that end was
-   * this record's own (not found again on a duplicate of it): the next then has neither been sent by anyone else nor
-   * anything before it, and goes without a check.
+   * What the end of an ordered delivery (the key) found: the first pending delivery of its entity, and the next one's
+   * record when its turn came; `sure` when that end was this record's own (not found again on a duplicate of it): the
+   * next then has neither been sent by anyone else nor anything before it, and goes without a check.
    */
-  const released = new WeakMap<DeliveryRecord, { next: DeliveryRecord; sure: boolean }>();
+  const ends = new WeakMap<DeliveryRecord, EndedTurn & { sure: boolean }>();
   /** Records sent on at their turn without the gate's look (their predecessor's end just saw them next). */
   const admitted = new WeakSet<DeliveryRecord>();
   /** The ordered deliveries being sent here, and a later one of each entity waiting for that one's end here. */
   const turns = new LocalTurns();
-  /** What an ordered delivery's end found: the first pending delivery of its entity. */
-  const ends = new WeakMap<DeliveryRecord, { head?: Head }>();
   /** An ordered delivery has ended: its row goes, and the next of its entity, if it waits, is sent on (see below). */
   const endOrdered = async (record: DeliveryRecord, sure = true) => {
     const order = deps.order;
     if (!order || !isOrdered(record)) return;
     let turn: EndedTurn = {};
     await durably("ending the delivery's turn", record, async () => (turn = await order.ended(record)));
-    ends.set(record, turn.head ? { head: turn.head } : {});
-    if (turn.next) released.set(record, { next: turn.next, sure });
+    ends.set(record, { ...turn, sure });
   };
 
   /**
@@ -203,7 +200,7 @@ export function createDeliveryHandler(
       );
     }
     const hop = holdHop(at, checkAt, settings.retryDelaysMs);
-    const { expiryHop: _hop, holdUntil: _held, rescheduled: _again, ...series } = record;
+    const series = withoutTransportFlags(record);
     // A possible duplicate when it comes back: the release may have sent it meanwhile.
     const check = { ...series, dueAt: hop.dueAt, holdUntil: checkAt, mayBeDuplicate: true };
     await durably('scheduling the wait check', record, () => deps.scheduleRetry(hop.tier, check));
@@ -279,7 +276,7 @@ export function createDeliveryHandler(
     await durably('recording the deferral', record, () =>
       deps.attempts.defer(seriesOf(record), record.attempt - 1, nextRetryAt, reason),
     );
-    const { expiryHop: _hop, mayBeDuplicate: _checked, holdUntil: _held, rescheduled: _again, ...series } = record;
+    const series = withoutTransportFlags(record);
     const next = {
       ...series,
       dueAt: hop.dueAt,
@@ -307,7 +304,7 @@ export function createDeliveryHandler(
    * all, has made its attempt by then, and this copy finds it made (a rebalance's redeliveries cost one record each).
    */
   const retryAgain = async (record: DeliveryRecord, state: SeriesState) => {
-    const { expiryHop: _hop, mayBeDuplicate: _checked, holdUntil: _held, rescheduled: _again, ...series } = record;
+    const series = withoutTransportFlags(record);
     const next = { ...series, attempt: record.attempt + 1, mayBeDuplicate: true, rescheduled: true };
     const at = now();
     if (state.nextRetryAt) {
@@ -497,7 +494,7 @@ export function createDeliveryHandler(
       // made when its hold ends.
       const nextRetryAt = fate.kind === 'retry' ? new Date(fate.holdUntil ?? fate.dueAt) : null;
       await write({ status: 'retrying', nextRetryAt });
-      const { expiryHop: _hop, mayBeDuplicate: _checked, holdUntil: _held, rescheduled: _again, ...series } = record;
+      const series = withoutTransportFlags(record);
       const next = {
         ...series,
         attempt: record.attempt + 1,
@@ -559,15 +556,14 @@ export function createDeliveryHandler(
       let sure = false;
       try {
         await handleOnce(current, sent === 0 ? slot : undefined);
-        const turn = released.get(current);
-        released.delete(current);
-        if (turn && sent >= MAX_CHAIN) {
+        const next = ends.get(current)?.next;
+        if (next && sent >= MAX_CHAIN) {
           const order = deps.order!;
-          await durably('releasing the next delivery of the entity', turn.next, () => order.release(turn.next));
-        } else if (turn) {
+          await durably('releasing the next delivery of the entity', next, () => order.release(next));
+        } else if (next) {
           // Found on a duplicate's end, a copy of it may have been sent meanwhile: checked as a possible duplicate.
-          successor = { ...turn.next, mayBeDuplicate: !turn.sure };
-          sure = turn.sure;
+          sure = ends.get(current)!.sure;
+          successor = { ...next, mayBeDuplicate: !sure };
         }
       } finally {
         // The entity's turn in this process goes to the successor, or to the delivery waiting here for it (which then
@@ -616,8 +612,8 @@ async function outbound(
     ...(await authHeaders(subscription, refresh)),
   };
   if (record.signature !== null) headers[subscription.signatureHeaderName.toLowerCase()] = record.signature;
-  const { hmacSecret, previousHmacSecret, previousHmacSecretUntil } = subscription.secrets;
-  if (subscription.authenticationMode === 'StandardWebhooks' && hmacSecret) {
+  if (subscription.authenticationMode === 'StandardWebhooks' && subscription.secrets.hmacSecret) {
+    const { hmacSecret, previousHmacSecret, previousHmacSecretUntil } = subscription.secrets;
     // Signed when sent (its timestamp is this attempt's); with the previous secret too during a rotation's window.
     const previous = previousHmacSecret && at < (previousHmacSecretUntil ?? 0) ? [previousHmacSecret] : [];
     Object.assign(

@@ -112,8 +112,9 @@ export class EntityOrderGate {
 
   /**
    * A delivery has ended (acknowledged, abandoned, superseded): its row goes, and the next delivery of its entity is
-   * returned when it waits, for the caller to send on (or to `release`), with the first pending row in any case. Deleted first, then read: a delivery that
-   * marks itself waiting and then reads (admit) either sees this row gone, or is seen waiting here. The next is
+   * returned when it waits, for the caller to send on (or to `release`), with the first pending row in any case.
+   * Deleted first, then read: a delivery that marks itself waiting and then reads (admit) either sees this row gone, or
+   * is seen waiting here. The next is
    * returned whether or not this row was still there: a crash after the deletion and before the next was sent leaves
    * it waiting, and the ended delivery's record, handled again, ends it again.
    */

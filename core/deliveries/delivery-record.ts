@@ -56,6 +56,15 @@ export interface DeliveryRecord {
   subscriptionVersion?: number;
 }
 
+/**
+ * A record's series fields without its transport flags: what a record published for the series' next step starts
+ * from (its own flags are decided afresh). `routedAt` and `subscriptionVersion` stay: they hold for the whole series.
+ */
+export function withoutTransportFlags(record: DeliveryRecord): DeliveryRecord {
+  const { expiryHop: _hop, mayBeDuplicate: _duplicate, holdUntil: _hold, rescheduled: _again, ...series } = record;
+  return series;
+}
+
 /** Kafka headers of the transport flags of a DeliveryRecord, and of its due time. */
 export const EXPIRY_HOP_HEADER = 'expiry-hop';
 export const MAY_BE_DUPLICATE_HEADER = 'may-be-duplicate';

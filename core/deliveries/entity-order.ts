@@ -1,6 +1,6 @@
 import type { CassandraClient } from '../cassandra.ts';
 import type { WriteBatcher, WriteStatement } from '../write-batcher.ts';
-import type { DeliveryRecord } from './delivery-record.ts';
+import { withoutTransportFlags, type DeliveryRecord } from './delivery-record.ts';
 
 /**
  * Ordered delivery per entity (ordering 'entity'). The pending deliveries of one entity to one subscription are rows of
@@ -46,14 +46,7 @@ export function before(a: { seq: number; deliveryId: string }, b: { seq: number;
 
 /** The record as the row keeps it: JSON, the envelope in base64, without the transport flags. */
 export function recordText(record: DeliveryRecord): string {
-  const {
-    expiryHop: _hop,
-    mayBeDuplicate: _duplicate,
-    holdUntil: _hold,
-    rescheduled: _again,
-    envelope,
-    ...rest
-  } = record;
+  const { envelope, ...rest } = withoutTransportFlags(record);
   return JSON.stringify({ ...rest, envelope: envelope.toString('base64') });
 }
 
