@@ -21,6 +21,9 @@ import { buildGateway, type ReadinessCheck } from './gateway.ts';
 import type { TestEvent } from './webhook-routes.ts';
 import { subscriptionChangeMarkers } from '../core/subscriptions/subscription-changes.ts';
 import { lookup } from 'node:dns/promises';
+import { operationalEventTypes } from '../core/operational-event-types.ts';
+import { OperationalLimit } from '../core/operational-limit.ts';
+import { startOperationalOutbox } from '../core/operational-service.ts';
 
 /**
  * How long start-up waits for the catalogue to catch up before listening anyway (it then answers subscription writes
@@ -51,12 +54,24 @@ export async function startGateway(
   let webhook;
   let replayJobs: ReplayJobRoutesOptions | undefined;
   let publisher: Publisher | undefined;
+  let operational: { stop(): Promise<void> } | undefined;
   if (apis.webhook) {
     const replays = await Publisher.connect(platform.kafka);
     publisher = replays;
     const deliveryCodec = await codecFor<DeliveryRecord>(platform.registry, 'delivery', topics.deliveries);
     const eventCodec = await codecFor<TestEvent>(platform.registry, 'integrationEvent', topics.purchaseEvents);
-    const catalogue = new Catalogue(await codecFor<EventTypeEntry>(platform.registry, 'eventType', topics.eventTypes));
+    const catalogueCodec = await codecFor<EventTypeEntry>(platform.registry, 'eventType', topics.eventTypes);
+    const catalogue = new Catalogue(catalogueCodec);
+    // The service's own event types (operational events), declared like a producer's.
+    await replays.publish(
+      await Promise.all(
+        operationalEventTypes().map(async (entry) => ({
+          topic: topics.eventTypes,
+          key: entry.eventType,
+          value: await catalogueCodec.encode(entry),
+        })),
+      ),
+    );
     // The end offsets are taken after this process's own catalogue entries were published (purchase service above).
     catalogue.expect(await topicOffsets(platform.kafka, topics.eventTypes));
     catalogueTail = await tailTopic(platform.kafka, topics.eventTypes, `catalogue-${randomUUID()}`, (record) =>
@@ -69,9 +84,28 @@ export async function startGateway(
       );
     }
     readiness.push({ name: 'catalogue', ready: () => catalogue.caughtUp });
+    const subscriptionStore = new SubscriptionStore(platform.db, requireSecrets(config));
+    const deliveryStore = new DeliveryStore(
+      platform.db,
+      config.webhook.historyRetentionMs,
+      config.cassandra.writeBatch,
+    );
+    const operationalOutbox = await startOperationalOutbox(
+      config,
+      platform,
+      replays,
+      {
+        subscription: (tenantId, id) => subscriptionStore.get(tenantId, id),
+        deliveryStatus: async (tenantId, id) => (await deliveryStore.state(tenantId, id))?.status,
+      },
+      logger,
+    );
+    operational = operationalOutbox;
+    const outbox = operationalOutbox.outbox;
     webhook = {
-      subscriptions: new SubscriptionStore(platform.db, requireSecrets(config)),
-      deliveries: new DeliveryStore(platform.db, config.webhook.historyRetentionMs, config.cassandra.writeBatch),
+      subscriptions: subscriptionStore,
+      deliveries: deliveryStore,
+      operational: { intend: outbox.intend.bind(outbox), limit: new OperationalLimit() },
       idempotency: new IdempotencyStore(platform.db),
       catalogue,
       historyRetentionMs: config.webhook.historyRetentionMs,
@@ -120,6 +154,7 @@ export async function startGateway(
     await app.close();
     await catalogueTail?.stop();
     await purchase?.stop();
+    await operational?.stop();
     await publisher?.close();
     verifier.close?.();
   };

@@ -23,6 +23,10 @@ import {
 } from './subscription-input.ts';
 import { webhookLinks, webhookOperations } from './webhook-operations.ts';
 import { timeRange } from './time-range.ts';
+import type { Intent, OperationalCheck } from '../core/operational-outbox.ts';
+import { changedFields, subscriptionChanged, type OperationalEvent } from '../core/operational-events.ts';
+import type { OperationalLimit } from '../core/operational-limit.ts';
+import type { Subscription } from '../core/subscriptions/subscription.ts';
 
 export interface WebhookRoutesOptions {
   subscriptions: SubscriptionStore;
@@ -42,6 +46,14 @@ export interface WebhookRoutesOptions {
    * event raised after the answer is routed with it.
    */
   subscriptionsChanged?(tenantId: string): Promise<void>;
+  /**
+   * Operational events (subscription.created, .updated, .deleted): each written down before its change is stored and
+   * raised once it is (core/operational-outbox.ts); updates rate-limited per subscription. None without it.
+   */
+  operational?: {
+    intend(event: OperationalEvent, check: OperationalCheck): Promise<Intent>;
+    limit: OperationalLimit;
+  };
   /** Idempotency-Key claims (compare-and-set): undefined when claimed, else the earlier request's claim. */
   idempotency: {
     claim(
@@ -75,6 +87,45 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
     } catch (error) {
       request.log.warn({ err: error, tenantId }, 'subscription change marker not published; routers follow it later');
     }
+  };
+
+  /**
+   * Writes down the operational event of a change about to be stored (undefined when there is none to raise: no
+   * outbox, or an update over the subscription's rate limit). `before`: the stored version an update changes.
+   */
+  const intendChange = async (
+    kind: 'created' | 'updated' | 'deleted',
+    subscription: Subscription,
+    before?: Subscription,
+  ): Promise<Intent | undefined> => {
+    const operational = options.operational;
+    if (!operational) return undefined;
+    const { tenantId, id } = subscription;
+    if (kind === 'deleted') {
+      const check = { kind: 'subscription-absent', tenantId, subscriptionId: id } as const;
+      return operational.intend(subscriptionChanged('deleted', subscription, new Date()), check);
+    }
+    const at = subscription.updatedAt;
+    const check = { kind: 'subscription-exists', tenantId, subscriptionId: id, since: at.getTime() } as const;
+    if (kind === 'created') return operational.intend(subscriptionChanged('created', subscription, at), check);
+    const decision = operational.limit.take(id, 'subscription.updated');
+    if (!decision.raise) return undefined;
+    const update = { changes: changedFields(before!, subscription), suppressed: decision.suppressed };
+    return operational.intend(subscriptionChanged('updated', subscription, at, update), check);
+  };
+
+  /** Stores a change with its operational event: written down first, raised once stored, forgotten if not stored. */
+  const storeWith = async <T>(intent: Intent | undefined, store: () => Promise<T>): Promise<T> => {
+    let stored: T;
+    try {
+      stored = await store();
+    } catch (error) {
+      await intent?.cancel();
+      throw error;
+    }
+    if (stored === false) await intent?.cancel();
+    else await intent?.raise();
+    return stored;
   };
 
   const load = async (tenantId: string, id: string) => {
@@ -121,7 +172,8 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       let created: Awaited<ReturnType<typeof applySubscriptionInput>>;
       try {
         created = await applySubscriptionInput(blankSubscription(tenantId, id, new Date()), request.body, rules, true);
-        await subscriptions.save(created.subscription);
+        const subscription = created.subscription;
+        await storeWith(await intendChange('created', subscription), () => subscriptions.save(subscription));
       } catch (error) {
         // A refused or failed request must not hold the key: the client may correct it and retry with the same key.
         if (key) await options.idempotency.release(tenantId, key, id).catch(() => undefined);
@@ -164,7 +216,10 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
       const current = await load(request.principal.tenantId, request.params.id);
       const { subscription, generatedSecret } = await applySubscriptionInput(current, request.body, rules, false);
       subscription.updatedAt = new Date();
-      if (!(await subscriptions.update(subscription))) throw new NotFoundError('subscription', subscription.id);
+      const intent = await intendChange('updated', subscription, current);
+      if (!(await storeWith(intent, () => subscriptions.update(subscription)))) {
+        throw new NotFoundError('subscription', subscription.id);
+      }
       await announce(request, subscription.tenantId);
       // Status and failure days may have moved since the read (dispatcher, status endpoint): answer the stored ones.
       const stored = await load(subscription.tenantId, subscription.id);
@@ -180,8 +235,10 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
     '/Subscriptions/:id',
     { schema: webhookOperations.deleteSubscription },
     async (request, reply) => {
-      await load(request.principal.tenantId, request.params.id);
-      await subscriptions.delete(request.principal.tenantId, request.params.id);
+      const current = await load(request.principal.tenantId, request.params.id);
+      await storeWith(await intendChange('deleted', current), () =>
+        subscriptions.delete(request.principal.tenantId, request.params.id),
+      );
       await announce(request, request.principal.tenantId);
       return reply.code(204).send();
     },
@@ -192,7 +249,15 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
     { schema: webhookOperations.setSubscriptionStatus },
     async (request) => {
       const { tenantId } = request.principal;
-      if (!(await subscriptions.setStatus(tenantId, request.params.id, request.body.status, new Date()))) {
+      const current = await load(tenantId, request.params.id);
+      const { status } = request.body;
+      const now = new Date();
+      // Enabling an enabled subscription (its failure days reset) changes nothing a tenant is told of.
+      const intent =
+        status === current.status
+          ? undefined
+          : await intendChange('updated', { ...current, status, updatedAt: now }, current);
+      if (!(await storeWith(intent, () => subscriptions.setStatus(tenantId, request.params.id, status, now)))) {
         throw new NotFoundError('subscription', request.params.id);
       }
       await announce(request, tenantId);
@@ -223,7 +288,10 @@ export const webhookRoutes: FastifyPluginAsync<WebhookRoutesOptions> = async (ap
           : { hmacSecret: randomBytes(32).toString('base64') };
       const { hmacSecret } = rotation;
       const rotated = { ...subscription, secrets: { ...subscription.secrets, ...rotation }, updatedAt: now };
-      if (!(await subscriptions.update(rotated))) throw new NotFoundError('subscription', subscription.id);
+      const intent = await intendChange('updated', rotated, subscription);
+      if (!(await storeWith(intent, () => subscriptions.update(rotated)))) {
+        throw new NotFoundError('subscription', subscription.id);
+      }
       await announce(request, subscription.tenantId);
       return { hmacSecret };
     },

@@ -1,3 +1,4 @@
+import { isOperationalEventType, OPERATIONAL_SERVICE } from './operational-events.ts';
 import type { AvroCodec } from './registry.ts';
 
 /**
@@ -80,6 +81,11 @@ export class Catalogue {
       if (key) this.entries.delete(key.toString('utf8')); // a tombstone withdraws the type
     } else {
       const entry = await this.codec.decode(value);
+      // `subscription.*` and `delivery.*` are the service's own (operational events): a producer cannot declare them.
+      if (isOperationalEventType(entry.eventType) && entry.service !== OPERATIONAL_SERVICE) {
+        if (position) this.reached(position);
+        return;
+      }
       this.entries.set(entry.eventType, {
         eventType: entry.eventType,
         service: entry.service,

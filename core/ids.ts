@@ -7,10 +7,15 @@ export function newId(): string {
 
 /**
  * A delivery id that is the same every time the same event is routed to the same subscription, so reprocessing an
- * event after a crash rewrites the same delivery instead of starting a second series. Formatted as a v8 UUID.
+ * event after a crash rewrites the same delivery instead of starting a second series.
  */
 export function deliveryIdFor(eventId: string, subscriptionId: string): string {
-  const hex = createHash('sha256').update(`${eventId}\u0000${subscriptionId}`).digest('hex');
+  return stableIdFor(eventId, subscriptionId);
+}
+
+/** An identifier derived from `parts` (the same parts give the same id), formatted as a v8 UUID. */
+export function stableIdFor(...parts: string[]): string {
+  const hex = createHash('sha256').update(parts.join('\u0000')).digest('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-${((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16)}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }
 

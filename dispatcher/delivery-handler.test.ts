@@ -80,6 +80,8 @@ interface Setup {
   circuit?: CircuitControl;
   order?: EntityOrder;
   paceChained?: (subscriptionId: string) => Promise<void>;
+  /** Operational events: a fake that logs what the handler asks of it, in order with the rest. */
+  operational?: boolean;
   /** Answers subscriptions.get instead of `subscription` (a real SubscriptionCache, say). */
   lookup?: (tenantId: string, id: string, readSince?: number) => Promise<Subscription | undefined>;
 }
@@ -170,9 +172,26 @@ function setup(options: Setup = {}) {
     autoDisabled: vi.fn(),
     unreadableSecret: vi.fn(),
   };
+  const operational = {
+    attempted: vi.fn(async (_record: DeliveryRecord, _sub: Subscription, _result: AttemptResult, ok: boolean) => {
+      log.push(`attempted ${ok ? 'ok' : 'failed'}`);
+    }),
+    abandoning: vi.fn(async (_record: DeliveryRecord, reason: string, last: Attempt | undefined) => {
+      log.push(`intend abandoned (${reason}, last attempt ${last?.attempt ?? 'unknown'})`);
+      return {
+        raise: async () => void log.push('raise abandoned'),
+        cancel: async () => void log.push('cancel abandoned'),
+      };
+    }),
+    countFailureDay: async <T>(_sub: Subscription, _window: number, _at: number, count: () => Promise<T>) => {
+      log.push('countFailureDay');
+      return count();
+    },
+  };
   const handle = createDeliveryHandler({
     subscriptions,
     attempts,
+    ...(options.operational ? { operational } : {}),
     scheduleRetry,
     send,
     authHeaders,
@@ -663,6 +682,51 @@ describe('delivery handler: supersede', () => {
     await t.handle(deliveryRecord());
     expect(t.attempts.latestForEntity).not.toHaveBeenCalled();
     expect(t.send).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('delivery handler: operational events', () => {
+  it('writes a delivery.abandoned down before the abandoned attempt is written, and raises it once it is', async () => {
+    const t = setup({ operational: true, results: [failed(500)], now: QUEUED_AT + DAY - 10_000, sendTakesMs: 20_000 });
+    await t.handle(deliveryRecord({ attempt: 12 }));
+    expect(t.log).toEqual([
+      'state', // a retry reads its series' state first
+      'send',
+      'intend abandoned (delivery lifetime exceeded, last attempt 12)',
+      'recordAttempt',
+      'raise abandoned',
+      'attempted failed',
+      'countFailureDay',
+      'recordFailureDay',
+    ]);
+  });
+
+  it('does so for an abandonment without an attempt too (the signals read its last attempt)', async () => {
+    const t = setup({ operational: true, now: QUEUED_AT + DAY });
+    await t.handle(deliveryRecord({ attempt: 7 }));
+    expect(t.log).toEqual([
+      'state',
+      'intend abandoned (delivery lifetime exceeded, last attempt unknown)',
+      'finish',
+      'raise abandoned',
+      'countFailureDay',
+      'recordFailureDay',
+    ]);
+  });
+
+  it("tells the signals each attempt's outcome once it is written: before a retry is scheduled", async () => {
+    const acknowledged = setup({ operational: true });
+    await acknowledged.handle(deliveryRecord());
+    expect(acknowledged.log).toEqual(['send', 'recordAttempt', 'attempted ok']);
+    const retrying = setup({ operational: true, results: [failed(503)] });
+    await retrying.handle(deliveryRecord());
+    expect(retrying.log).toEqual(['send', 'recordAttempt', 'attempted failed', 'scheduleRetry']);
+  });
+
+  it('asks nothing of them for a skipped duplicate', async () => {
+    const duplicate = setup({ operational: true, state: { status: 'abandoned', attemptCount: 3 } });
+    await duplicate.handle(deliveryRecord({ attempt: 2, mayBeDuplicate: true }));
+    expect(duplicate.log).toEqual(['state']);
   });
 });
 

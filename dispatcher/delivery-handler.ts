@@ -11,6 +11,8 @@ import { standardHeaders } from '../core/standard-webhooks.ts';
 import type { Admission, EndedTurn } from './entity-order-gate.ts';
 import { LocalTurns } from './local-turns.ts';
 import type { OutboundRequest, Sender } from './http-sender.ts';
+import type { OperationalSignals } from './operational-signals.ts';
+import type { Intent } from '../core/operational-outbox.ts';
 
 /** Where attempts and final states are written. */
 export interface AttemptLog {
@@ -114,6 +116,8 @@ export interface DeliveryHandlerDeps {
   replayOutcomes?: ReplayOutcomeLog;
   /** Ordered delivery per entity; without it, no delivery waits for another. */
   order?: EntityOrder;
+  /** Operational events (subscription failing, recovered, disabled; delivery abandoned); none without it. */
+  operational?: Pick<OperationalSignals, 'attempted' | 'abandoning' | 'countFailureDay'>;
   /** Waits for a subscription's rate limit before a delivery sent on after the one before it (no lane paces it). */
   paceChained?: (subscriptionId: string) => Promise<void>;
   settings: {
@@ -227,7 +231,9 @@ export function createDeliveryHandler(
     subscription: Subscription | undefined,
     ours = false,
   ) => {
+    const announced = await abandoning(record, reason, undefined);
     await deps.attempts.finish(seriesOf(record), 'abandoned', reason, record.attempt - 1);
+    await announced?.raise();
     await endOrdered(record);
     await countReplay(record, 'failed');
     if (!ours) await countFailureDay(record, subscription);
@@ -237,16 +243,26 @@ export function createDeliveryHandler(
     else logger.info(logFields(record, 'abandoned', { reason }), 'delivery abandoned');
   };
 
+  /** Writes a `delivery.abandoned` down before the abandonment is (operational-signals.ts); raised once it is. */
+  const abandoning = async (record: DeliveryRecord, reason: string, last: Attempt | undefined) => {
+    const operational = deps.operational;
+    if (!operational) return undefined;
+    let intent: Intent | undefined;
+    await durably('writing down delivery.abandoned', record, async () => {
+      intent = await operational.abandoning(record, reason, last);
+    });
+    return intent;
+  };
+
   const countFailureDay = async (record: DeliveryRecord, subscription: Subscription | undefined) => {
     // A test delivery checks the endpoint on request: it never counts toward disabling the subscription.
     if (!subscription || subscription.status !== 'enabled' || record.test) return;
     const window = failureWindow(now(), settings.failureDayMs);
-    const counted = await deps.subscriptions.recordFailureDay(
-      record.tenantId,
-      record.subscriptionId,
-      window,
-      settings.autoDisableAfterDays,
-    );
+    const disableAt = settings.autoDisableAfterDays;
+    const count = () => deps.subscriptions.recordFailureDay(record.tenantId, record.subscriptionId, window, disableAt);
+    const counted = deps.operational
+      ? await deps.operational.countFailureDay(subscription, window, disableAt, count)
+      : await count();
     if (counted?.disabledNow) {
       deps.metrics?.autoDisabled();
       logger.warn(
@@ -479,6 +495,7 @@ export function createDeliveryHandler(
     if (fate.kind === 'acknowledged') {
       deps.metrics?.outcome('acknowledged', result.durationMs);
       await write({ status: 'acknowledged', nextRetryAt: null });
+      await deps.operational?.attempted(record, subscription, result, true);
       await endOrdered(record);
       await countReplay(record, 'delivered');
       if (subscription.failureDays > 0 && !record.test) {
@@ -494,6 +511,7 @@ export function createDeliveryHandler(
       // made when its hold ends.
       const nextRetryAt = fate.kind === 'retry' ? new Date(fate.holdUntil ?? fate.dueAt) : null;
       await write({ status: 'retrying', nextRetryAt });
+      await deps.operational?.attempted(record, subscription, result, false);
       const series = withoutTransportFlags(record);
       const next = {
         ...series,
@@ -507,7 +525,10 @@ export function createDeliveryHandler(
       logger.info({ ...logBase, error: result.errorMessage, nextRetryAt, ...retryAfter }, 'delivery retrying');
     } else {
       deps.metrics?.outcome('abandoned', result.durationMs);
+      const announced = await abandoning(record, fate.reason, attempt);
       await write({ status: 'abandoned', nextRetryAt: null, abandonReason: fate.reason });
+      await announced?.raise();
+      await deps.operational?.attempted(record, subscription, result, false);
       await endOrdered(record);
       await countReplay(record, 'failed');
       await durably('counting the failure day', record, () => countFailureDay(record, subscription));

@@ -39,6 +39,12 @@ import { WriteBatcher } from '../core/write-batcher.ts';
 import { createGuardedAgent, createSender } from './http-sender.ts';
 import { OriginGate } from './origin-gate.ts';
 import { retryAfterCap } from './outcome.ts';
+import { OperationalSignals } from './operational-signals.ts';
+import { OperationalLimit } from '../core/operational-limit.ts';
+import { startOperationalOutbox } from '../core/operational-service.ts';
+
+/** A subscription announces going failing at most once an hour (subscription.failing). */
+const OPERATIONAL_FAILING_QUIET_MS = 3_600_000;
 
 /** Starts a dispatcher on the deliveries topic and every retry tier. Returns its stop function. */
 export async function startDispatcher(
@@ -100,6 +106,25 @@ export async function startDispatcher(
       lingerMs: config.dispatcher.historyLingerMs,
     }),
   );
+  const operational = await startOperationalOutbox(
+    config,
+    platform,
+    publisher,
+    {
+      subscription: (tenantId, id) => subscriptionStore.get(tenantId, id),
+      deliveryStatus: async (tenantId, id) => (await attempts.state(tenantId, id))?.status,
+    },
+    logger,
+  );
+  const signals = new OperationalSignals({
+    intend: (event, check) => operational.outbox.intend(event, check),
+    read: (tenantId, id) => subscriptionStore.get(tenantId, id),
+    setHealth: (tenantId, id, expected, next) => subscriptionStore.setHealth(tenantId, id, expected, next),
+    lastAttempt: async (tenantId, deliveryId) => (await attempts.attempts(tenantId, deliveryId)).at(-1),
+    limit: new OperationalLimit(),
+    logger,
+    quietMs: OPERATIONAL_FAILING_QUIET_MS,
+  });
   // maxDeliveriesPerSecond, across all dispatchers: this member's share of each limit (rate-limiter.ts for the design).
   const rates = new RateLimiter(partitionOf, (cause) => metrics.rateLimitedWait(cause));
   const handle = createDeliveryHandler({
@@ -164,6 +189,7 @@ export async function startDispatcher(
       for (let wait = rates.wait(subscriptionId); wait > 0; wait = rates.wait(subscriptionId))
         await new Promise((resolve) => setTimeout(resolve, wait));
     },
+    operational: signals,
     replayOutcomes: {
       ended: async (tenantId, jobId, outcome) => {
         await replayJobs.countOutcome(tenantId, jobId, outcome);
@@ -262,6 +288,7 @@ export async function startDispatcher(
   return async () => {
     await changes.stop();
     await consumer.stop();
+    await operational.stop();
     await publisher.close();
     await agent.close();
     metricsServer?.close();

@@ -2,6 +2,9 @@
 import { eventTypes } from '../lib/catalogue.js';
 import { append, h, jsonBlock } from '../lib/dom.js';
 
+/** The service under which the webhook service declares its operational events (core/operational-events.ts). */
+const OPERATIONAL_SERVICE = 'webhooks';
+
 export async function renderEventTypes(view, { signal }) {
   append(
     view,
@@ -18,6 +21,9 @@ export async function renderEventTypes(view, { signal }) {
     view.append(h('p', { class: 'empty' }, 'The catalogue is empty: no service has declared an event type yet.'));
     return;
   }
+  // The service's own events (about the tenant's subscriptions and deliveries) apart from the producers' business events.
+  const operational = types.filter((type) => type.service === OPERATIONAL_SERVICE);
+  const business = types.filter((type) => type.service !== OPERATIONAL_SERVICE);
   append(
     view,
     h(
@@ -39,7 +45,7 @@ export async function renderEventTypes(view, { signal }) {
                   event.preventDefault();
                   const target = document.getElementById(anchor(type.eventType));
                   target?.scrollIntoView();
-                  target?.querySelector('h2')?.focus();
+                  target?.querySelector('h3')?.focus();
                 },
               },
               type.eventType,
@@ -48,30 +54,45 @@ export async function renderEventTypes(view, { signal }) {
         ),
       ),
     ),
-    types.map((type) =>
-      h(
-        'article',
-        { class: 'card event-type', id: anchor(type.eventType), 'aria-labelledby': `${anchor(type.eventType)}-name` },
-        h('h2', { id: `${anchor(type.eventType)}-name`, tabindex: -1 }, h('code', {}, type.eventType)),
-        h('p', {}, type.description || h('span', { class: 'muted' }, 'No description.')),
-        h('p', { class: 'muted small' }, `Raised by the ${type.service} service.`),
-        h(
-          'details',
-          {},
-          h('summary', {}, 'Payload schema (JSON Schema)'),
-          type.payloadSchema
-            ? jsonBlock(type.payloadSchema, `Payload schema of ${type.eventType}`)
-            : h('p', { class: 'muted' }, 'Not declared.'),
-        ),
-        h(
-          'details',
-          { open: true },
-          h('summary', {}, 'Example payload'),
-          type.example !== null && type.example !== undefined
-            ? jsonBlock(type.example, `Example payload of ${type.eventType}`)
-            : h('p', { class: 'muted' }, 'No example declared.'),
-        ),
-      ),
+    business.length > 0 ? h('h2', { class: 'group' }, 'Business events') : null,
+    business.map(card),
+    operational.length > 0 ? h('h2', { class: 'group', id: 'operational' }, 'Operational events') : null,
+    operational.length > 0
+      ? h(
+          'p',
+          { class: 'lead' },
+          'Raised by the webhook service about your own subscriptions and deliveries: an endpoint failing or ' +
+            'recovering, a subscription disabled, a delivery abandoned, a subscription created, changed or deleted. ' +
+            'Subscribe to them like any event (subscription.*, delivery.abandoned); a catch-all *.* does not ' +
+            'include them. Their own deliveries never raise further operational events.',
+        )
+      : null,
+    operational.map(card),
+  );
+}
+
+function card(type) {
+  return h(
+    'article',
+    { class: 'card event-type', id: anchor(type.eventType), 'aria-labelledby': `${anchor(type.eventType)}-name` },
+    h('h3', { id: `${anchor(type.eventType)}-name`, tabindex: -1 }, h('code', {}, type.eventType)),
+    h('p', {}, type.description || h('span', { class: 'muted' }, 'No description.')),
+    h('p', { class: 'muted small' }, `Raised by the ${type.service} service.`),
+    h(
+      'details',
+      {},
+      h('summary', {}, 'Payload schema (JSON Schema)'),
+      type.payloadSchema
+        ? jsonBlock(type.payloadSchema, `Payload schema of ${type.eventType}`)
+        : h('p', { class: 'muted' }, 'Not declared.'),
+    ),
+    h(
+      'details',
+      { open: true },
+      h('summary', {}, 'Example payload'),
+      type.example !== null && type.example !== undefined
+        ? jsonBlock(type.example, `Example payload of ${type.eventType}`)
+        : h('p', { class: 'muted' }, 'No example declared.'),
     ),
   );
 }

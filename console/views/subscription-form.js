@@ -43,6 +43,9 @@ const FIELDS = {
   filter: 'f-filter',
 };
 
+/** The service under which the webhook service declares its operational events (core/operational-events.ts). */
+const OPERATIONAL_SERVICE = 'webhooks';
+
 const FILTER_EXAMPLE = `{
   "eventType": "purchaseOrder.validated",
   "payload.totalAmount": { "$gte": "10000" },
@@ -367,53 +370,86 @@ function section(legend, ...fields) {
   return h('fieldset', { class: 'auth-settings' }, h('legend', {}, legend), fields);
 }
 
-/** Checkboxes: a wildcard per family of the catalogue (`purchaseOrder.*`), then every event type with its description. */
+/**
+ * Checkboxes: a wildcard per family of the catalogue (`purchaseOrder.*`), then every event type with its description;
+ * the service's operational events (about the tenant's own subscriptions and deliveries) in a group of their own.
+ */
 function eventTypePicker(types, selected) {
+  const business = types.filter((type) => type.service !== OPERATIONAL_SERVICE);
+  const operational = types.filter((type) => type.service === OPERATIONAL_SERVICE);
+  const groups = [typeOptions(business), typeOptions(operational)];
+  for (const pattern of selected) {
+    if (!groups.flat().some((option) => option.value === pattern)) {
+      groups[0].push({ value: pattern, hint: 'a pattern of this subscription' });
+    }
+  }
+  const boxes = groups.map((options) =>
+    options.map((option) => {
+      const boxId = uid('f-type');
+      const box = h('input', {
+        type: 'checkbox',
+        id: boxId,
+        value: option.value,
+        checked: selected.includes(option.value),
+        'aria-describedby': `${boxId}-hint`,
+      });
+      return {
+        box,
+        element: h(
+          'div',
+          { class: 'check' },
+          box,
+          h('label', { for: boxId }, h('code', {}, option.value)),
+          h('span', { class: 'hint', id: `${boxId}-hint` }, option.hint),
+        ),
+      };
+    }),
+  );
+  const element = h(
+    'fieldset',
+    { id: 'f-event-types', class: 'checks' },
+    h('legend', {}, 'Event types'),
+    h('p', { class: 'hint' }, 'A wildcard * stands for exactly one segment of the name.'),
+    boxes[0].map((entry) => entry.element),
+    boxes[1].length > 0
+      ? h(
+          'fieldset',
+          { class: 'checks', id: 'f-operational-types' },
+          h('legend', {}, 'Operational events'),
+          h(
+            'p',
+            { class: 'hint' },
+            'What the service tells you about your own subscriptions and deliveries (an endpoint failing or ' +
+              'recovering, a delivery abandoned, a subscription disabled or changed). *.* does not include them.',
+          ),
+          boxes[1].map((entry) => entry.element),
+        )
+      : null,
+  );
+  return {
+    element,
+    selected: () =>
+      boxes
+        .flat()
+        .filter((entry) => entry.box.checked)
+        .map((entry) => entry.box.value),
+  };
+}
+
+/** A wildcard per family of `types`, then each type with its description. */
+function typeOptions(types) {
   const families = new Map();
   for (const { eventType } of types) {
     const family = eventType.split('.').slice(0, -1).join('.');
     if (family) families.set(family, (families.get(family) ?? 0) + 1);
   }
-  const options = [
+  return [
     ...[...families].map(([family, count]) => ({
       value: `${family}.*`,
       hint: `every ${family} event: the ${count} of the catalogue and any added later`,
     })),
     ...types.map((type) => ({ value: type.eventType, hint: type.description })),
   ];
-  for (const pattern of selected) {
-    if (!options.some((option) => option.value === pattern)) {
-      options.push({ value: pattern, hint: 'a pattern of this subscription' });
-    }
-  }
-  const boxes = options.map((option) => {
-    const boxId = uid('f-type');
-    const box = h('input', {
-      type: 'checkbox',
-      id: boxId,
-      value: option.value,
-      checked: selected.includes(option.value),
-      'aria-describedby': `${boxId}-hint`,
-    });
-    return {
-      box,
-      element: h(
-        'div',
-        { class: 'check' },
-        box,
-        h('label', { for: boxId }, h('code', {}, option.value)),
-        h('span', { class: 'hint', id: `${boxId}-hint` }, option.hint),
-      ),
-    };
-  });
-  const element = h(
-    'fieldset',
-    { id: 'f-event-types', class: 'checks' },
-    h('legend', {}, 'Event types'),
-    h('p', { class: 'hint' }, 'A wildcard * stands for exactly one segment of the name.'),
-    boxes.map((entry) => entry.element),
-  );
-  return { element, selected: () => boxes.filter((entry) => entry.box.checked).map((entry) => entry.box.value) };
 }
 
 function authModes(initial) {

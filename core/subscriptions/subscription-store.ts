@@ -176,6 +176,25 @@ export class SubscriptionStore {
     }
   }
 
+  /**
+   * Moves the subscription's health from `expected` (its failingSince as read: null while healthy) to `next`
+   * (compare-and-set): false when it moved meanwhile, or the subscription is gone (the status condition: a deleted
+   * row's columns read null too, and the write would bring a row of health columns only back).
+   */
+  async setHealth(
+    tenantId: string,
+    id: string,
+    expected: Date | null,
+    next: { failingSince: Date | null; announced: boolean; announcedAt: Date | null },
+  ): Promise<boolean> {
+    const result = await this.db.execute(
+      `UPDATE subscriptions SET failing_since = ?, failing_announced = ?, failing_announced_at = ?
+       WHERE tenant_id = ? AND id = ? IF status IN ('enabled', 'disabled') AND failing_since = ?`,
+      [next.failingSince, next.announced, next.announcedAt, tenantId, id, expected],
+    );
+    return result.wasApplied();
+  }
+
   private fromRow(row: Record<string, unknown>): Subscription {
     const tenantId = String(row.tenant_id);
     const id = String(row.id);
@@ -222,6 +241,10 @@ export class SubscriptionStore {
       status: row.status === 'disabled' ? 'disabled' : 'enabled',
       failureDays: Number(row.failure_days ?? 0),
       lastFailureWindow: lastWindow ? lastWindow.toNumber() : null,
+      // Null (healthy) for rows written before the columns existed (migration 014).
+      failingSince: (row.failing_since as Date | null) ?? null,
+      failingAnnounced: row.failing_announced === true,
+      failingAnnouncedAt: (row.failing_announced_at as Date | null) ?? null,
       createdAt: row.created_at as Date,
       updatedAt: row.updated_at as Date,
     };

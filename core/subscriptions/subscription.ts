@@ -54,6 +54,10 @@ export interface Subscription {
   failureDays: number;
   /** Start (epoch ms) of the last failure-day window counted, or null. */
   lastFailureWindow: number | null;
+  /** Health (operational events): failing since when, null while healthy; `failingAnnouncedAt`: last announced. */
+  failingSince: Date | null;
+  failingAnnounced: boolean;
+  failingAnnouncedAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -80,6 +84,9 @@ export function blankSubscription(tenantId: string, id: string, now: Date): Subs
     status: 'enabled',
     failureDays: 0,
     lastFailureWindow: null,
+    failingSince: null,
+    failingAnnounced: false,
+    failingAnnouncedAt: null,
     createdAt: now,
     updatedAt: now,
   };

@@ -320,6 +320,24 @@ describe('operator console in a browser', () => {
     await page.getByLabel('Hmac', { exact: true }).check();
     await expect.poll(() => page.getByLabel('Token URL').isVisible(), UI).toBe(false);
 
+    // The service's operational events are offered in a group of their own.
+    const operationalGroup = page.getByRole('group', { name: 'Operational events' });
+    expect(
+      await operationalGroup
+        .getByRole('checkbox')
+        .evaluateAll((boxes) => boxes.map((box) => (box as HTMLInputElement).value)),
+    ).toEqual([
+      'delivery.*',
+      'subscription.*',
+      'delivery.abandoned',
+      'subscription.created',
+      'subscription.deleted',
+      'subscription.disabled',
+      'subscription.failing',
+      'subscription.recovered',
+      'subscription.updated',
+    ]);
+
     // A private address the operator does not allow: the API's field error lands on the URL input.
     await page.getByLabel('Endpoint URL').fill('http://10.1.2.3/hooks');
     await page.getByLabel('purchaseOrder.*', { exact: true }).check();
@@ -619,6 +637,11 @@ describe('operator console in a browser', () => {
     );
     await card.getByText('Payload schema (JSON Schema)').click();
     expect(await card.getByRole('region', { name: /^Payload schema/ }).innerText()).toMatch(/\n {2}"type": "object"/);
+    // The service's own events come after the business events, under a heading of their own.
+    const headings = await page.getByRole('heading', { level: 2 }).allInnerTexts();
+    expect(headings.slice(0, 2)).toEqual(['Business events', 'Operational events']);
+    const failing = page.locator('article', { has: page.getByRole('heading', { name: 'subscription.failing' }) });
+    expect(await failing.innerText()).toContain('Raised by the webhooks service.');
     await shot('event-types');
   });
 

@@ -155,4 +155,27 @@ describe('SubscriptionStore', () => {
     expect(paged.sort()).toEqual([...ids].sort());
     await expect(store.pageByTenant(tenantId, 10, 'AAAA')).rejects.toMatchObject({ code: 'INVALID_INPUT' });
   });
+
+  it("moves a subscription's health by compare-and-set, and never brings a deleted one back", async () => {
+    const subscription = await created();
+    const { tenantId, id } = subscription;
+    const since = new Date(Date.now() - 1_000);
+    const failing = { failingSince: since, announced: true, announcedAt: since };
+    expect(await store.setHealth(tenantId, id, null, failing)).toBe(true);
+    expect(await store.setHealth(tenantId, id, null, failing)).toBe(false); // moved meanwhile: lost
+    expect(await store.get(tenantId, id)).toMatchObject({
+      failingSince: since,
+      failingAnnounced: true,
+      failingAnnouncedAt: since,
+      url: subscription.url,
+    });
+    const healthy = { failingSince: null, announced: false, announcedAt: since };
+    expect(await store.setHealth(tenantId, id, new Date(since.getTime() + 1), healthy)).toBe(false);
+    expect(await store.setHealth(tenantId, id, since, healthy)).toBe(true);
+    expect(await store.get(tenantId, id)).toMatchObject({ failingSince: null, failingAnnounced: false });
+
+    await store.delete(tenantId, id);
+    expect(await store.setHealth(tenantId, id, null, failing)).toBe(false);
+    expect(await store.get(tenantId, id)).toBeUndefined();
+  });
 });

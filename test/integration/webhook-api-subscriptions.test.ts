@@ -6,6 +6,7 @@ import type { types } from 'cassandra-driver';
 import { createKafka, partitionOf } from '../../core/kafka.ts';
 import { createLogger } from '../../core/log.ts';
 import { topicNames } from '../../core/topics.ts';
+import { codecFor, createRegistry } from '../../core/registry.ts';
 import { waitFor } from '../support/harness.ts';
 import {
   call,
@@ -218,19 +219,72 @@ describe('webhook API: subscriptions', () => {
     }
   });
 
-  it('serves the event type catalogue with the producing service of each', async () => {
+  it("serves the event type catalogue with the producing service of each, the service's own events included", async () => {
     const answer = await call<Page<Record<string, string>>>(api.base, 'GET', `${WEBHOOKS}/EventTypes`, { token });
     expect(answer.status).toBe(200);
     expect(answer.body.nextCursor).toBeNull();
-    expect(answer.body.items.map((item) => item.eventType)).toEqual([
-      'purchaseOrder.cancelled',
-      'purchaseOrder.sent',
-      'purchaseOrder.validated',
+    expect(answer.body.items.map((item) => `${item.service} ${item.eventType}`)).toEqual([
+      'webhooks delivery.abandoned',
+      'purchase purchaseOrder.cancelled',
+      'purchase purchaseOrder.sent',
+      'purchase purchaseOrder.validated',
+      'webhooks subscription.created',
+      'webhooks subscription.deleted',
+      'webhooks subscription.disabled',
+      'webhooks subscription.failing',
+      'webhooks subscription.recovered',
+      'webhooks subscription.updated',
     ]);
     for (const item of answer.body.items) {
       expect(Object.keys(item).sort()).toEqual(['description', 'eventType', 'example', 'payloadSchema', 'service']);
-      expect(item.service).toBe('purchase');
       expect(item.description).not.toBe('');
+      expect(item.payloadSchema).toMatchObject({ $schema: 'https://json-schema.org/draft/2020-12/schema' });
+    }
+  });
+
+  it('raises subscription.created, .updated and .deleted on the events topic before it answers each change', async () => {
+    const kafka = createKafka(api.gateway.config.kafka.brokers, `ops-${randomUUID()}`, createLogger('test', 'warn'));
+    const topic = topicNames(api.gateway.config).purchaseEvents;
+    const codec = await codecFor<{ eventType: string; tenantId: string; entityId: string; payload: Buffer }>(
+      createRegistry(api.gateway.config.schemaRegistryUrl),
+      'integrationEvent',
+      topic,
+    );
+    const raised: { eventType: string; entityId: string; payload: Record<string, unknown>; text: string }[] = [];
+    const consumer = kafka.consumer({ groupId: `ops-${randomUUID()}`, maxWaitTimeInMs: 100 });
+    try {
+      await consumer.connect();
+      await consumer.subscribe({ topics: [topic], fromBeginning: true });
+      await consumer.run({
+        eachMessage: async ({ message }) => {
+          if (message.value === null || message.key?.toString('utf8') !== tenant) return;
+          const event = await codec.decode(message.value);
+          if (!event.eventType.startsWith('subscription.')) return;
+          const text = event.payload.toString('utf8');
+          raised.push({ eventType: event.eventType, entityId: event.entityId, payload: JSON.parse(text), text });
+        },
+      });
+      const created = (await create(subscriptionBody({ authenticationMode: 'Hmac' }))).body;
+      const ofCreated = () => raised.filter((event) => event.entityId === created.id);
+      await waitFor(() => ofCreated().length === 1, 'subscription.created', 20_000);
+      expect((await hooks('PATCH', `/Subscriptions/${created.id}`, { description: 'told' })).status).toBe(200);
+      expect((await hooks('PATCH', `/Subscriptions/${created.id}/status`, { status: 'disabled' })).status).toBe(200);
+      expect((await hooks('PATCH', `/Subscriptions/${created.id}/status`, { status: 'disabled' })).status).toBe(200);
+      expect((await rotate(created.id)).status).toBe(200);
+      expect((await hooks('DELETE', `/Subscriptions/${created.id}`)).status).toBe(204);
+      await waitFor(() => ofCreated().length >= 5, 'five operational events', 20_000);
+      await new Promise((resolve) => setTimeout(resolve, 300)); // nothing more comes (the no-op status change)
+      expect(ofCreated().map((event) => [event.eventType, event.payload.changes ?? null])).toEqual([
+        ['subscription.created', null],
+        ['subscription.updated', ['description']],
+        ['subscription.updated', ['status']],
+        ['subscription.updated', ['secrets']],
+        ['subscription.deleted', null],
+      ]);
+      expect(ofCreated()[1]!.payload.subscription).toMatchObject({ id: created.id, description: 'told' });
+      for (const event of ofCreated()) expect(event.text).not.toContain(created.hmacSecret);
+    } finally {
+      await consumer.disconnect();
     }
   });
 

@@ -14,22 +14,24 @@ export interface Answer {
 
 /**
  * Starts it, receivers allowed on 127.0.0.1 over http and subscription changes followed within 200 ms. `label` names
- * the topics and the client.
+ * the topics and the client; `settings` adds or overrides variables (shortened timings, say).
  */
-export async function startPipeline(label: string) {
+export async function startPipeline(label: string, settings: Record<string, string> = {}) {
   const env: Record<string, string> = {
     ...testEnv(),
     KAFKA_TOPIC_PREFIX: `${testEnv().KAFKA_TOPIC_PREFIX}${label}${randomUUID().slice(0, 8)}.`,
     WEBHOOK_SUBSCRIPTION_CACHE_TTL: '200ms',
     WEBHOOK_ALLOW_HTTP: 'true',
     WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
+    ...settings,
   };
   await provision(loadConfig(env), createLogger('test', 'warn'));
   const idp = await startIdentityProvider(env);
   const base = `http://127.0.0.1:${await freePort()}`;
   Object.assign(env, { AUTH_URL: idp.url, GATEWAY_BASE_URL: base });
   const stack = await startServices(env, ['gateway', 'router', 'dispatcher']);
-  const token = await idp.token(await idp.client(`${label}-${randomBytes(4).toString('hex')}`));
+  const tenantId = `${label}-${randomBytes(4).toString('hex')}`;
+  const token = await idp.token(await idp.client(tenantId));
 
   /** A request to the gateway with the client's token: its status and body text. */
   const api = async (method: string, path: string, body?: unknown): Promise<Answer> => {
@@ -54,5 +56,5 @@ export async function startPipeline(label: string) {
     // The keyspace is the run's and is dropped by the global teardown; these topics are this file's own.
     await deprovision(loadConfig(env), createLogger('test', 'warn'), { keyspace: false });
   };
-  return { env, api, json, stop };
+  return { env, tenantId, api, json, stop };
 }

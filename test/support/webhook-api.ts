@@ -232,8 +232,10 @@ export type WebhookApi = Awaited<ReturnType<typeof startWebhookApi>>;
 /** The catalogue reaches the webhook API through Kafka: wait until the purchase service's types are listed. */
 export async function waitForCatalogue(base: string, token: string): Promise<void> {
   await waitFor(async () => {
-    const answer = await call<Page<{ eventType: string }>>(base, 'GET', `${WEBHOOKS}/EventTypes`, { token });
-    return answer.status === 200 && answer.body.items.length >= 3;
+    const answer = await call<Page<{ eventType: string; service: string }>>(base, 'GET', `${WEBHOOKS}/EventTypes`, {
+      token,
+    });
+    return answer.status === 200 && answer.body.items.filter((item) => item.service === 'purchase').length >= 3;
   }, 'the purchase event types in the catalogue');
 }
 
