@@ -4,7 +4,13 @@ import { webhookOverrides } from './webhook-schemas.ts';
 
 // The documented event-type pattern is built from the catalogue: it must call valid exactly what the server accepts.
 
-const catalogue = ['purchaseOrder.validated', 'purchaseOrder.cancelled', 'invoice.line-item.paid_1'];
+const catalogue = [
+  'purchaseOrder.validated',
+  'purchaseOrder.cancelled',
+  'invoice.line-item.paid_1',
+  'subscription.failing',
+  'delivery.abandoned',
+];
 const documented = webhookOverrides(
   false,
   catalogue.map((eventType) => ({ eventType })),
@@ -29,6 +35,11 @@ describe('EventTypePattern in the document', () => {
     'purchaseOrder..validated',
     'invoice.line-item.paid_',
     'purchaseorder.validated',
+    'subscription.*',
+    'subscription.failing',
+    '*.failing',
+    '*.abandoned',
+    'delivery.*',
   ])('%s: documented valid exactly when the server accepts it', (candidate) => {
     expect(pattern.test(candidate)).toBe(accepted(candidate));
   });

@@ -1,3 +1,4 @@
+import { isOperationalEventType } from '../core/operational-events.ts';
 // The webhook API's shapes (DESIGN §7) as JSON Schema: named components (validators of requests, serializers of
 // answers, and `components.schemas` of /CoreWebhook/openapi.json), and the rules the document states beyond the
 // validators. The operations using them are in webhook-operations.ts.
@@ -467,7 +468,10 @@ const STANDARD_WEBHOOKS_SECRET = {
   },
 };
 
-/** A regular expression of the patterns matching at least one of `names`: each segment itself or `*`. */
+/**
+ * A regular expression of the patterns matching at least one of `names`: each segment itself or `*`, except the first
+ * segment of an operational event type (core/event-types.ts: only a pattern naming it matches one).
+ */
 function catalogueRegExp(names: string[]): string {
   // An empty catalogue matches nothing: every subscription is refused until it has loaded.
   if (names.length === 0) return '^[^\\s\\S]$';
@@ -475,7 +479,9 @@ function catalogueRegExp(names: string[]): string {
   const forms = [...new Set(names)].sort().map((name) =>
     name
       .split('.')
-      .map((segment) => `(?:${escape(segment)}|\\*)`)
+      .map((segment, index) =>
+        index === 0 && isOperationalEventType(name) ? escape(segment) : `(?:${escape(segment)}|\\*)`,
+      )
       .join('\\.'),
   );
   return `^(?:${forms.join('|')})$`;

@@ -23,7 +23,7 @@ import { codecFor } from '../core/registry.ts';
 import { parseCidrs } from '../core/ssrf.ts';
 import { consumerJoined, createMetrics, Readiness, serveMetrics } from '../core/metrics.ts';
 import { SubscriptionCache } from '../core/subscriptions/subscription-cache.ts';
-import { changedTenant } from '../core/subscriptions/subscription-changes.ts';
+import { changedTenant, subscriptionChangeMarkers } from '../core/subscriptions/subscription-changes.ts';
 import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
 import { ReplayJobStore } from '../core/replay-jobs/replay-job-store.ts';
@@ -131,8 +131,18 @@ export async function startDispatcher(
     subscriptions: {
       get: (tenantId, id, readSince) => cache.get(tenantId, id, readSince),
       resetFailureDays: (tenantId, id) => subscriptionStore.resetFailureDays(tenantId, id),
-      recordFailureDay: (tenantId, id, window, disableAt) =>
-        subscriptionStore.recordFailureDay(tenantId, id, window, disableAt),
+      recordFailureDay: async (tenantId, id, window, disableAt) => {
+        const counted = await subscriptionStore.recordFailureDay(tenantId, id, window, disableAt);
+        if (counted?.disabledNow) {
+          // Disabled here is a change like one made through the API: the routers (a marker in the tenant's partition
+          // of each events topic, ahead of its later events) and the other dispatchers drop their cached read now.
+          cache.forget(tenantId);
+          await publisher.publish(
+            subscriptionChangeMarkers([...config.kafka.sourceTopics, topics.subscriptionChanges], tenantId),
+          );
+        }
+        return counted;
+      },
     },
     attempts,
     // A record is a possible duplicate only when the handler says so (an ordered delivery's wait check).

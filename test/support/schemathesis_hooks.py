@@ -20,7 +20,8 @@ PUBLIC_HOSTS = ["93.184.216.34", "8.8.8.8", "1.1.1.1", "[2606:4700:4700::1111]"]
 URL = re.compile(r"^(https?://)([^/?#\[:]+|\[[^\]]*\])(.*)$", re.DOTALL)
 MAX_URL_LENGTH = 2048
 ITEM_ID = os.environ.get("CONTRACT_ITEM_ID", "")
-# Valid for every event type of the purchase catalogue, chosen by the generated filter's size (a few shapes).
+# Valid for every event type of the purchase catalogue, chosen by the generated filter's size (a few shapes); the
+# first alone for a subscription to operational events only.
 FILTERS = [
     {},
     {"eventType": "purchaseOrder.validated"},
@@ -67,7 +68,15 @@ def before_call(context, case, kwargs):
         if isinstance(body.get("oauth2"), dict) and "tokenUrl" in body["oauth2"]:
             body["oauth2"]["tokenUrl"] = _public(body["oauth2"]["tokenUrl"])
         if isinstance(body.get("filter"), dict):
-            body["filter"] = FILTERS[len(body["filter"]) % len(FILTERS)]
+            # Payload paths only where the request subscribes to a purchase type: the operational events (subscription.*,
+            # delivery.abandoned) have payloads of their own, and an update without eventTypes keeps the stored ones
+            # (which an earlier request of the run may have set to operational types only).
+            purchase = isinstance(body.get("eventTypes"), list) and any(
+                isinstance(pattern, str) and pattern.split(".")[0] in ("purchaseOrder", "*")
+                for pattern in body["eventTypes"]
+            )
+            choices = FILTERS if purchase else FILTERS[:1]
+            body["filter"] = choices[len(body["filter"]) % len(choices)]
     # A bulk replay's or a history listing's `to` is after its `from` (400 otherwise, as the documents say): a drawn
     # `to` that is not is left out.
     ranged = body if operation_id == "createReplayJob" else case.query if operation_id == "listDeliveries" else None
