@@ -1,3 +1,4 @@
+import { installRequestSpans } from '../core/http/request-spans.ts';
 import swagger from '@fastify/swagger';
 import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { installRequestBudget } from '../core/budget.ts';
@@ -60,6 +61,7 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
     clientErrorHandler,
   });
   installErrorHandler(app);
+  installRequestSpans(app);
   if (deps.requestBudgetMs !== undefined) installRequestBudget(app, deps.requestBudgetMs);
   await app.register(swagger, {
     openapi: {

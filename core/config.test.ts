@@ -415,3 +415,75 @@ describe('retryTopicName', () => {
     expect(new Set(names).size).toBe(9);
   });
 });
+
+describe('tracing configuration (OTEL_*)', () => {
+  const tracingOf = (env: Record<string, string>) => loadConfig(env).tracing;
+
+  it('is off by default, and the specification defaults otherwise', () => {
+    expect(tracingOf({})).toEqual({
+      enabled: false,
+      endpoint: 'http://localhost:4318/v1/traces',
+      headers: {},
+      serviceName: null,
+      resourceAttributes: {},
+      sampler: 'parentbased_always_on',
+      samplerRatio: 1,
+      scheduleDelayMs: 5000,
+      maxQueueSize: 2048,
+      maxExportBatchSize: 512,
+    });
+  });
+
+  it('is on with OTEL_TRACES_EXPORTER=otlp or an endpoint, and off with none or OTEL_SDK_DISABLED', () => {
+    expect(tracingOf({ OTEL_TRACES_EXPORTER: 'otlp' }).enabled).toBe(true);
+    expect(tracingOf({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/' })).toMatchObject({
+      enabled: true,
+      endpoint: 'http://collector:4318/v1/traces',
+    });
+    expect(tracingOf({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/custom' })).toMatchObject({
+      enabled: true,
+      endpoint: 'http://collector:4318/custom',
+    });
+    expect(tracingOf({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'none' }).enabled).toBe(
+      false,
+    );
+    expect(tracingOf({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_SDK_DISABLED: 'true' }).enabled).toBe(false);
+  });
+
+  it('reads headers, resource attributes, the service name, the sampler and the batch settings', () => {
+    expect(
+      tracingOf({
+        OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=abc,x-team=web%20hooks',
+        OTEL_EXPORTER_OTLP_TRACES_HEADERS: 'x-api-key=def',
+        OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=prod',
+        OTEL_SERVICE_NAME: 'hooks',
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.25',
+        OTEL_BSP_SCHEDULE_DELAY: '200',
+        OTEL_BSP_MAX_QUEUE_SIZE: '100',
+        OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '50',
+      }),
+    ).toMatchObject({
+      headers: { 'x-api-key': 'def', 'x-team': 'web hooks' },
+      resourceAttributes: { 'deployment.environment': 'prod' },
+      serviceName: 'hooks',
+      sampler: 'parentbased_traceidratio',
+      samplerRatio: 0.25,
+      scheduleDelayMs: 200,
+      maxQueueSize: 100,
+      maxExportBatchSize: 50,
+    });
+  });
+
+  it.each([
+    ['OTEL_EXPORTER_OTLP_PROTOCOL', 'grpc'],
+    ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'http/json'],
+    ['OTEL_TRACES_EXPORTER', 'zipkin'],
+    ['OTEL_TRACES_SAMPLER', 'sometimes'],
+    ['OTEL_TRACES_SAMPLER_ARG', '1.5'],
+    ['OTEL_EXPORTER_OTLP_HEADERS', 'novalue'],
+    ['OTEL_BSP_MAX_EXPORT_BATCH_SIZE', '4096'],
+  ])('refuses %s=%s, naming the variable', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
+  });
+});

@@ -134,6 +134,35 @@ export interface Config {
   };
   readonly metricsPort: number;
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
+  /** OpenTelemetry traces, from the standard OTEL_* variables (core/tracing.ts); off by default. */
+  readonly tracing: TracingConfig;
+}
+
+export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
+const TRACE_SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+
+export interface TracingConfig {
+  /** OTEL_TRACES_EXPORTER=otlp, or an OTLP endpoint given without it; OTEL_SDK_DISABLED=true turns it off. */
+  readonly enabled: boolean;
+  /** Where spans are posted (OTLP over HTTP, protobuf): the traces endpoint, or the endpoint's /v1/traces. */
+  readonly endpoint: string;
+  readonly headers: Readonly<Record<string, string>>;
+  /** OTEL_SERVICE_NAME; each service's own name (gateway, router, dispatcher) when unset. */
+  readonly serviceName: string | null;
+  readonly resourceAttributes: Readonly<Record<string, string>>;
+  readonly sampler: TraceSampler;
+  readonly samplerRatio: number;
+  /** The batch span processor: delay between exports, spans held at most (more are dropped), spans per export. */
+  readonly scheduleDelayMs: number;
+  readonly maxQueueSize: number;
+  readonly maxExportBatchSize: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -225,8 +254,56 @@ export function loadConfig(env: Env = process.env): Config {
     replay: readReplay(read),
     metricsPort: read.integer('METRICS_PORT', 0, 0, 65535),
     logLevel: read.oneOf('LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
+    tracing: readTracing(read),
   };
   return deepFreeze(config);
+}
+
+/**
+ * The OpenTelemetry SDK variables this service honours (the specification's names and defaults, except that tracing
+ * is off unless asked for). Only OTLP over HTTP with protobuf is spoken: another protocol is refused by name.
+ */
+function readTracing(read: ReturnType<typeof reader>): TracingConfig {
+  const exporter = read.oneOf('OTEL_TRACES_EXPORTER', ['otlp', 'none', ''] as const, '');
+  const tracesEndpoint = read.string('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', '');
+  const endpoint = read.string('OTEL_EXPORTER_OTLP_ENDPOINT', '');
+  for (const name of ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'OTEL_EXPORTER_OTLP_PROTOCOL']) {
+    read.oneOf(name, ['http/protobuf'] as const, 'http/protobuf');
+  }
+  const enabled =
+    !read.boolean('OTEL_SDK_DISABLED', false) &&
+    (exporter === 'otlp' || (exporter === '' && (tracesEndpoint !== '' || endpoint !== '')));
+  const url =
+    tracesEndpoint || (endpoint ? `${endpoint.replace(/\/$/, '')}/v1/traces` : 'http://localhost:4318/v1/traces');
+  if (!URL.canParse(url)) throw new ConfigError('OTEL_EXPORTER_OTLP_ENDPOINT', `"${url}" is not an absolute URL`);
+  const pairs = (name: string) => {
+    const entries: Record<string, string> = {};
+    for (const item of read.list(name, [])) {
+      const at = item.indexOf('=');
+      if (at <= 0) throw new ConfigError(name, `"${item}" is not key=value`);
+      entries[decodeURIComponent(item.slice(0, at).trim())] = decodeURIComponent(item.slice(at + 1).trim());
+    }
+    return entries;
+  };
+  const headers = { ...pairs('OTEL_EXPORTER_OTLP_HEADERS'), ...pairs('OTEL_EXPORTER_OTLP_TRACES_HEADERS') };
+  const ratio = read.string('OTEL_TRACES_SAMPLER_ARG', '1');
+  const samplerRatio = Number(ratio);
+  if (!/^(0|1|0?\.\d+|1\.0*)$/.test(ratio) || samplerRatio < 0 || samplerRatio > 1) {
+    throw new ConfigError('OTEL_TRACES_SAMPLER_ARG', `"${ratio}" is not a ratio between 0 and 1`);
+  }
+  const maxQueueSize = read.integer('OTEL_BSP_MAX_QUEUE_SIZE', 2048, 1, 1_000_000);
+  return {
+    enabled,
+    endpoint: url,
+    headers,
+    serviceName: read.string('OTEL_SERVICE_NAME', '') || null,
+    resourceAttributes: pairs('OTEL_RESOURCE_ATTRIBUTES'),
+    sampler: read.oneOf('OTEL_TRACES_SAMPLER', TRACE_SAMPLERS, 'parentbased_always_on'),
+    samplerRatio,
+    scheduleDelayMs: read.integer('OTEL_BSP_SCHEDULE_DELAY', 5000, 1, 3_600_000),
+    maxQueueSize,
+    maxExportBatchSize: read.integer('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, 1, maxQueueSize),
+  };
 }
 
 /** The secrets keys, or a ConfigError naming SECRETS_KEY for the services that need them. */

@@ -13,6 +13,9 @@ import type { AttemptResult } from './outcome.ts';
 import { Webhook } from 'standardwebhooks';
 import { generateStandardSecret } from '../core/standard-webhooks.ts';
 import { failureWindow } from './outcome.ts';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
+import { loadConfig } from '../core/config.ts';
+import { startTracing } from '../core/tracing.ts';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -727,6 +730,50 @@ describe('delivery handler: operational events', () => {
     const duplicate = setup({ operational: true, state: { status: 'abandoned', attemptCount: 3 } });
     await duplicate.handle(deliveryRecord({ attempt: 2, mayBeDuplicate: true }));
     expect(duplicate.log).toEqual(['state']);
+  });
+});
+
+describe('delivery handler: traces', () => {
+  const routing = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+
+  it('sends no traceparent while tracing is off', async () => {
+    const t = setup();
+    await t.handle(deliveryRecord({ traceparent: routing }));
+    expect(t.sent[0]!.headers).not.toHaveProperty('traceparent');
+  });
+
+  it("makes each attempt a child span of the routing, its status answered, and sends that span's traceparent", async () => {
+    const exporter = new InMemorySpanExporter();
+    const traces = await startTracing(
+      loadConfig({ OTEL_BSP_SCHEDULE_DELAY: '1' }).tracing,
+      'dispatcher',
+      pino({ level: 'silent' }),
+      exporter,
+    );
+    try {
+      const t = setup({ results: [failed(503), ok(204)] });
+      await t.handle(deliveryRecord({ traceparent: routing }));
+      await t.handle(deliveryRecord({ traceparent: routing, attempt: 2 }));
+      await vi.waitFor(() => expect(exporter.getFinishedSpans()).toHaveLength(2));
+      const spans = exporter.getFinishedSpans();
+      expect(
+        spans.map((span) => [
+          span.name,
+          span.parentSpanContext?.spanId,
+          span.attributes['webhook.attempt'],
+          span.attributes['http.response.status_code'],
+          span.status.code,
+        ]),
+      ).toEqual([
+        ['POST purchaseOrder.validated', '00f067aa0ba902b7', 1, 503, 2],
+        ['POST purchaseOrder.validated', '00f067aa0ba902b7', 2, 204, 0],
+      ]);
+      expect(t.sent.map((request) => request.headers.traceparent)).toEqual(
+        spans.map((span) => `00-4bf92f3577b34da6a3ce929d0e0e4736-${span.spanContext().spanId}-01`),
+      );
+    } finally {
+      await traces.stop();
+    }
   });
 });
 

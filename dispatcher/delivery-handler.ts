@@ -13,6 +13,7 @@ import { LocalTurns } from './local-turns.ts';
 import type { OutboundRequest, Sender } from './http-sender.ts';
 import type { OperationalSignals } from './operational-signals.ts';
 import type { Intent } from '../core/operational-outbox.ts';
+import { endSpan, failSpan, headersOf, startSpan, tracing, type Span } from '../core/tracing.ts';
 
 /** Where attempts and final states are written. */
 export interface AttemptLog {
@@ -449,9 +450,12 @@ export function createDeliveryHandler(
     // The wait for the receiver (and for an OAuth2 token) holds this record's lane, never one of the dispatcher's
     // shared slots: a hanging endpoint costs its socket and its timer, not a slot a healthy subscription needs.
     slot?.release();
+    // The attempt's span, child of the routing (core/tracing.ts); its traceparent goes with the POST.
+    const span = tracing() ? attemptSpan(record) : undefined;
+    const traceHeaders = span ? headersOf(span) : undefined;
     const attemptOnce = async (refresh: boolean): Promise<AttemptResult> => {
       try {
-        const request = await outbound(subscription, record, deps.authHeaders, refresh, now());
+        const request = await outbound(subscription, record, deps.authHeaders, refresh, now(), traceHeaders);
         const answered = deps.concurrency?.begin(record.subscriptionId, record.tenantId);
         let result: AttemptResult | undefined;
         try {
@@ -470,6 +474,7 @@ export function createDeliveryHandler(
       // A rejected token may have been revoked early: fetch a new one and try once more within this attempt.
       result = await attemptOnce(true);
     }
+    if (span) endAttemptSpan(span, result);
     if (gate !== OPEN_GATE) deps.circuit?.done(record.subscriptionId, gate, result);
     deps.metrics?.stage('attempt', result.durationMs);
     if (record.attempt === 1 && record.replayOf === null)
@@ -621,6 +626,7 @@ async function outbound(
   authHeaders: AuthHeaders,
   refresh: boolean,
   at: number,
+  traceHeaders: Record<string, string> | undefined,
 ): Promise<OutboundRequest> {
   const headers: Record<string, string> = {
     'content-type': 'application/json',
@@ -643,7 +649,31 @@ async function outbound(
     );
   }
   if (record.test) headers['x-webhook-test'] = 'true';
+  if (traceHeaders) Object.assign(headers, traceHeaders);
   return { url: subscription.url, headers, body: record.envelope, key: record.subscriptionId };
+}
+
+/** An attempt's client span, under the routing span the record names (a root span for a record without one). */
+function attemptSpan(record: DeliveryRecord): Span {
+  return startSpan(
+    `POST ${record.eventType}`,
+    'client',
+    record.traceparent ? { traceparent: record.traceparent } : {},
+    {
+      'http.request.method': 'POST',
+      'webhook.delivery_id': record.deliveryId,
+      'webhook.event_id': record.eventId,
+      'webhook.subscription_id': record.subscriptionId,
+      'webhook.attempt': record.attempt,
+    },
+  );
+}
+
+function endAttemptSpan(span: Span, result: AttemptResult): void {
+  if (result.statusCode !== null) span.setAttribute('http.response.status_code', result.statusCode);
+  const ok = result.statusCode !== null && result.statusCode >= 200 && result.statusCode < 300;
+  if (!ok) failSpan(span, result.errorMessage ?? `HTTP ${result.statusCode}`);
+  endSpan(span);
 }
 
 function logFields(record: DeliveryRecord, outcome: string, extra: Record<string, unknown>) {

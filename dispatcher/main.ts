@@ -1,5 +1,6 @@
 import { setFlagsFromString } from 'node:v8';
 import { loadConfig } from '../core/config.ts';
+import { startTracing } from '../core/tracing.ts';
 import { createLogger } from '../core/log.ts';
 import { connectPlatform, runUntilSignalled } from '../core/platform.ts';
 import { startDispatcher } from './dispatcher-service.ts';
@@ -12,9 +13,11 @@ if (config.dispatcher.heapGrowthPercent > 0) {
 }
 runUntilSignalled(logger, async () => {
   const platform = await connectPlatform(config, logger, 'dispatcher');
+  const traces = await startTracing(config.tracing, 'dispatcher', logger);
   const stop = await startDispatcher(config, platform, logger);
   return async () => {
     await stop();
+    await traces.stop();
     await platform.close();
   };
 });

@@ -1,3 +1,4 @@
+import { traceparentOf } from '../core/http/request-spans.ts';
 import type {} from '@fastify/swagger';
 import type { FastifyPluginAsync } from 'fastify';
 import { ConflictError, InvalidInputError, NotFoundError } from '../core/errors.ts';
@@ -130,7 +131,12 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
    * (perhaps in another process) changed the order first: decide again from the order's new state, which may still
    * allow the action (a cancel that raced a validation) or answer 409.
    */
-  const applyTransition = async (tenantId: string, id: string, action: 'validate' | 'cancel'): Promise<string> => {
+  const applyTransition = async (
+    tenantId: string,
+    id: string,
+    action: 'validate' | 'cancel',
+    traceparent: string | undefined,
+  ): Promise<string> => {
     const eventType = action === 'validate' ? 'purchaseOrder.validated' : 'purchaseOrder.cancelled';
     for (let attempt = 1; ; attempt += 1) {
       // After a lost race, a serial read sees the state the winner committed.
@@ -144,7 +150,7 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
       } else {
         next = cancelled(order.dto, now);
       }
-      const body = await store.transition(tenantId, next, order.version, eventType, now);
+      const body = await store.transition(tenantId, next, order.version, eventType, now, traceparent);
       if (body !== undefined) return body;
       // Not applied, for certain: no committed state carries the reference, so the next validation takes it.
       if (action === 'validate') store.returnReference(tenantId, next.reference!);
@@ -163,7 +169,11 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
       async (request, reply) => {
         const tenantId = request.principal.tenantId;
         const id = request.params.id;
-        const body = await oneAtATime(`${tenantId}\u0000${id}`, () => applyTransition(tenantId, id, action));
+        // The event's trace starts with this request (its outbox row keeps the request span's traceparent).
+        const traceparent = traceparentOf(request);
+        const body = await oneAtATime(`${tenantId}\u0000${id}`, () =>
+          applyTransition(tenantId, id, action, traceparent),
+        );
         return reply.type('application/json').send(body);
       },
     );

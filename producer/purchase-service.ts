@@ -1,4 +1,5 @@
 import { MAY_BE_DUPLICATE_HEADER } from '../core/deliveries/delivery-record.ts';
+import { headersOf, inSpan, startSpan, tracing } from '../core/tracing.ts';
 import type { EventTypeEntry } from '../core/catalogue.ts';
 import type { Config } from '../core/config.ts';
 import { Publisher } from '../core/kafka.ts';
@@ -32,24 +33,37 @@ export async function startPurchaseService(
 
   const outboxRelay = new OutboxRelay(
     store,
-    async (row, mayBeDuplicate) =>
-      publisher.publish([
-        {
-          topic: topics.purchaseEvents,
-          key: row.tenantId,
-          headers: mayBeDuplicate ? { [MAY_BE_DUPLICATE_HEADER]: '1' } : undefined,
-          value: await eventCodec.encode({
-            eventId: row.outboxId,
-            eventType: row.eventType,
-            occurredAt: row.occurredAt,
-            tenantId: row.tenantId,
-            entityId: row.orderId,
-            reference: row.reference,
-            resourceUrl: `/CorePurchase/REST/PurchaseOrders/${row.orderId}`,
-            payload: Buffer.from(row.payload, 'utf8'),
-          }),
-        },
-      ]),
+    async (row, mayBeDuplicate) => {
+      // The event's publication, child of the request that made the change (its traceparent kept in the row).
+      const span = tracing()
+        ? startSpan(`publish ${row.eventType}`, 'producer', row.traceparent ? { traceparent: row.traceparent } : {}, {
+            'messaging.system': 'kafka',
+            'messaging.destination.name': topics.purchaseEvents,
+            'webhook.event_id': row.outboxId,
+          })
+        : undefined;
+      const headers: Record<string, string> = span ? headersOf(span) : {};
+      if (mayBeDuplicate) headers[MAY_BE_DUPLICATE_HEADER] = '1';
+      await inSpan(span, async () =>
+        publisher.publish([
+          {
+            topic: topics.purchaseEvents,
+            key: row.tenantId,
+            headers,
+            value: await eventCodec.encode({
+              eventId: row.outboxId,
+              eventType: row.eventType,
+              occurredAt: row.occurredAt,
+              tenantId: row.tenantId,
+              entityId: row.orderId,
+              reference: row.reference,
+              resourceUrl: `/CorePurchase/REST/PurchaseOrders/${row.orderId}`,
+              payload: Buffer.from(row.payload, 'utf8'),
+            }),
+          },
+        ]),
+      );
+    },
     logger,
     {
       name: 'purchase-outbox',

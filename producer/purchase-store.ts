@@ -25,6 +25,8 @@ export interface OutboxRow {
   occurredAt: string;
   reference: string | null;
   payload: string;
+  /** The W3C traceparent of the request that made the change, while tracing is on (core/tracing.ts). */
+  traceparent?: string | null;
 }
 
 /** Told once a state change and its outbox row have committed, with that row (an in-process relay publishes it at once). */
@@ -156,6 +158,7 @@ export class PurchaseStore {
     expectedVersion: number,
     eventType: string,
     occurredAt: string,
+    traceparent?: string,
   ): Promise<string | undefined> {
     const body = serializePurchaseOrder(dto);
     // A large body is written in chunks first, under an id only this attempt uses: a lost race leaves it unreferenced.
@@ -177,8 +180,18 @@ export class PurchaseStore {
           },
           {
             query: `INSERT INTO purchase_orders (tenant_id, id, outbox_id, event_type, occurred_at, reference, payload,
-                    payload_body_id, published) VALUES (?, ?, ?, ?, ?, ?, ?, ?, false)`,
-            params: [tenantId, dto.id, outboxId, eventType, occurredAt, dto.reference, stored.inline, stored.bodyId],
+                    payload_body_id, traceparent, published) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, false)`,
+            params: [
+              tenantId,
+              dto.id,
+              outboxId,
+              eventType,
+              occurredAt,
+              dto.reference,
+              stored.inline,
+              stored.bodyId,
+              traceparent,
+            ],
           },
         ],
         { prepare: true, logged: true },
@@ -211,6 +224,7 @@ export class PurchaseStore {
       occurredAt,
       reference: dto.reference,
       payload: body,
+      traceparent: traceparent ?? null,
     });
     return body;
   }
@@ -241,7 +255,7 @@ export class PurchaseStore {
 
   async unpublished(tenantId: string, orderId: string): Promise<OutboxRow[]> {
     const result = await this.db.execute(
-      'SELECT outbox_id, event_type, occurred_at, reference, payload, payload_body_id, published FROM purchase_orders WHERE tenant_id = ? AND id = ?',
+      'SELECT outbox_id, event_type, occurred_at, reference, payload, payload_body_id, traceparent, published FROM purchase_orders WHERE tenant_id = ? AND id = ?',
       [tenantId, orderId],
     );
     const rows = await Promise.all(
@@ -257,6 +271,7 @@ export class PurchaseStore {
           payload: row.payload_body_id
             ? await this.readBody(tenantId, orderId, String(row.payload_body_id))
             : String(row.payload),
+          traceparent: (row.traceparent as string | null) ?? null,
         })),
     );
     return rows.sort((a, b) => a.occurredAt.localeCompare(b.occurredAt));

@@ -1,4 +1,5 @@
 import { loadConfig } from '../core/config.ts';
+import { startTracing } from '../core/tracing.ts';
 import { createLogger } from '../core/log.ts';
 import { connectPlatform, runUntilSignalled } from '../core/platform.ts';
 import { startRouter } from './router-service.ts';
@@ -7,9 +8,11 @@ const config = loadConfig();
 const logger = createLogger('router', config.logLevel);
 runUntilSignalled(logger, async () => {
   const platform = await connectPlatform(config, logger, 'router');
+  const traces = await startTracing(config.tracing, 'router', logger);
   const stop = await startRouter(config, platform, logger);
   return async () => {
     await stop();
+    await traces.stop();
     await platform.close();
   };
 });

@@ -1,3 +1,4 @@
+import { headersOf, inSpan, startSpan, tracing } from '../core/tracing.ts';
 import type { Config } from '../core/config.ts';
 import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import { deliveryMessage, MAY_BE_DUPLICATE_HEADER, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
@@ -82,7 +83,17 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
       const event = storedEvent(decoded, decoded.payload);
       const entity = `${event.tenantId}\u0000${event.entityId}`;
       const mayBeRepeat = record.redelivered === true || record.headers[MAY_BE_DUPLICATE_HEADER] === '1';
-      const routed = await routeEvent(
+      // The routing span, child of the event's publication; each delivery's attempts are its children.
+      const span = tracing()
+        ? startSpan(`route ${event.eventType}`, 'consumer', record.headers, {
+            'messaging.system': 'kafka',
+            'messaging.destination.name': record.topic,
+            'webhook.event_id': event.eventId,
+            'webhook.tenant_id': event.tenantId,
+          })
+        : undefined;
+      const traceparent = span ? headersOf(span).traceparent : undefined;
+      const routing = routeEvent(
         event,
         record.timestamp,
         {
@@ -103,13 +114,20 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
             publisher.publish(
               await Promise.all(
                 records.map((delivery) =>
-                  deliveryMessage(topics.deliveries, delivery, (value) => deliveryCodec.encode(value)),
+                  deliveryMessage(topics.deliveries, traceparent ? { ...delivery, traceparent } : delivery, (value) =>
+                    deliveryCodec.encode(value),
+                  ),
                 ),
               ),
             ),
         },
         mayBeRepeat,
       );
+      const routed = await inSpan(span, async () => {
+        const deliveries = await routing;
+        span?.setAttribute('webhook.deliveries', deliveries.length);
+        return deliveries;
+      });
       sourceOrder.written(partition, offset);
       metrics.stage('routing', Date.now() - started);
       metrics.routed(routed.length);

@@ -5,6 +5,7 @@ import {
   dueAtOf,
   fromDeliveryMessage,
   parkedMessage,
+  withoutTransportFlags,
   type DeliveryRecord,
 } from './delivery-record.ts';
 
@@ -61,6 +62,19 @@ describe('delivery messages on Kafka', () => {
       mayBeDuplicate: true,
       rescheduled: false,
     });
+  });
+
+  it("carries the routing span's traceparent in a header, through the series' next records", async () => {
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const message = await deliveryMessage('deliveries', { ...record, traceparent }, async (r) => {
+      expect(r).toEqual(record); // not in the Avro value
+      return Buffer.from('avro');
+    });
+    expect(message.headers).toMatchObject({ traceparent });
+    const consumedRecord = fromDeliveryMessage(consumed(message.headers!), record);
+    expect(consumedRecord.traceparent).toBe(traceparent);
+    expect(withoutTransportFlags(consumedRecord).traceparent).toBe(traceparent);
+    expect(fromDeliveryMessage(consumed({}), record).traceparent).toBeUndefined();
   });
 
   it('a retry held by a long Retry-After carries its hold in a header, and keeps it when consumed', async () => {

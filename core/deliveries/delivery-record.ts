@@ -54,6 +54,11 @@ export interface DeliveryRecord {
    */
   routedAt?: number;
   subscriptionVersion?: number;
+  /**
+   * In a header too, while tracing is on: the W3C traceparent of the routing span (core/tracing.ts), the parent of
+   * each attempt's span. Kept for the whole series, retries included.
+   */
+  traceparent?: string;
 }
 
 /**
@@ -73,6 +78,8 @@ const ROUTED_AT_HEADER = 'routed-at';
 const SUBSCRIPTION_VERSION_HEADER = 'subscription-version';
 const DUE_AT_HEADER = 'due-at';
 const RESCHEDULED_HEADER = 'rescheduled';
+/** W3C trace context (core/tracing.ts). */
+const TRACEPARENT_HEADER = 'traceparent';
 
 /**
  * The Kafka message of a delivery record on `topic` (key: subscription id): the Avro value without the transport
@@ -83,7 +90,8 @@ export async function deliveryMessage(
   record: DeliveryRecord,
   encode: (record: DeliveryRecord) => Promise<Buffer>,
 ): Promise<OutgoingRecord> {
-  const { expiryHop, mayBeDuplicate, holdUntil, routedAt, subscriptionVersion, rescheduled, ...series } = record;
+  const { expiryHop, mayBeDuplicate, holdUntil, routedAt, subscriptionVersion, rescheduled, traceparent, ...series } =
+    record;
   const headers: Record<string, string> = {};
   if (series.dueAt > 0) headers[DUE_AT_HEADER] = String(series.dueAt);
   if (expiryHop) headers[EXPIRY_HOP_HEADER] = '1';
@@ -92,6 +100,7 @@ export async function deliveryMessage(
   if (routedAt !== undefined) headers[ROUTED_AT_HEADER] = String(routedAt);
   if (subscriptionVersion !== undefined) headers[SUBSCRIPTION_VERSION_HEADER] = String(subscriptionVersion);
   if (rescheduled) headers[RESCHEDULED_HEADER] = '1';
+  if (traceparent !== undefined) headers[TRACEPARENT_HEADER] = traceparent;
   return { topic, key: series.subscriptionId, value: await encode(series), headers };
 }
 
@@ -151,6 +160,7 @@ export function fromDeliveryMessage(message: ConsumedRecord, decoded: DeliveryRe
     routedAt: routedAt === undefined ? undefined : Number(routedAt),
     subscriptionVersion: subscriptionVersion === undefined ? undefined : Number(subscriptionVersion),
     rescheduled: message.headers[RESCHEDULED_HEADER] === '1' && message.redelivered !== true,
+    traceparent: message.headers[TRACEPARENT_HEADER],
   };
 }
 

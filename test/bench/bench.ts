@@ -20,6 +20,7 @@
  *   --entities N  events cycle over N entityIds (each always of the same tenant) instead of one entity each, so that
  *                 ordered subscriptions have earlier deliveries of the same entity to wait for
  *   --built       the services are already in dist/ (a caller built them); --no-ceiling skips the loopback ceiling
+ *   --tracing     the router and dispatcher export traces (OTLP) to a local collector stand-in: the cost of tracing
  * `--ordered` compares runs with and without ordered subscriptions (test/bench/ordered-bench.ts).
  */
 import { blankSubscription } from '../../core/subscriptions/subscription.ts';
@@ -84,6 +85,7 @@ const { values } = parseArgs({
     built: { type: 'boolean', default: false },
     'no-ceiling': { type: 'boolean', default: false },
     tsx: { type: 'boolean', default: false },
+    tracing: { type: 'boolean', default: false },
   },
 });
 const events = Number(values.events);
@@ -144,9 +146,13 @@ const serviceRuntime: ServiceRuntime = values.tsx ? 'tsx' : 'compiled';
 if (serviceRuntime === 'compiled' && !values.built) buildServices((line) => console.log(line));
 const servers = await ensureServers({ root: path.join(repoRoot, '.local'), progress: (line) => console.log(line) });
 const run = randomUUID().slice(0, 8);
+// --tracing: the router and dispatcher export their spans (OTLP, protobuf) to a collector stand-in here that counts
+// what it gets without decoding it (so that decoding costs this process nothing).
+const collector = values.tracing ? await countingCollector() : undefined;
 const env = benchEnv(servers, run, {
   // The parked backlog waits in a 1 h tier; otherwise failed answers retry every second or two.
   WEBHOOK_RETRY_DELAYS: backlog > 0 ? '1s,1h' : '1s,2s',
+  ...(collector ? { OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint } : {}),
 });
 const config = loadConfig(env);
 const logger = createLogger('bench', 'warn');
@@ -472,11 +478,39 @@ dispatcher RSS: max ${Math.max(...memory).toFixed(0)} MB, last ${memory.at(-1)?.
         })
       : [];
   if (waitLine) orderingLines.push(waitLine);
+  if (collector) {
+    orderingLines.push(
+      `tracing: on (OTLP to a local collector): ${collector.requests} exports, ` +
+        `${(collector.bytes / 1024 / 1024).toFixed(1)} MB of spans`,
+    );
+  }
   for (const line of [...orderingLines, ...throttleLines, cpuLine, ...stages, ...runtimes]) console.log(line);
 } finally {
   clearInterval(sampler);
   await Promise.all([router.stop(), dispatcher.stop()]);
   receiver.close();
+  collector?.close();
   await deprovision(config, logger);
   await servers.stop();
+}
+
+/** An OTLP endpoint that answers every export with success and counts requests and bytes. */
+async function countingCollector() {
+  const counts = { requests: 0, bytes: 0 };
+  const server = createServer((request, response) => {
+    counts.requests += 1;
+    request.on('data', (chunk: Buffer) => (counts.bytes += chunk.length));
+    request.on('end', () => response.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    get requests() {
+      return counts.requests;
+    },
+    get bytes() {
+      return counts.bytes;
+    },
+    close: () => server.close(),
+  };
 }

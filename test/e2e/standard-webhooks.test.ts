@@ -105,6 +105,7 @@ describe('authenticationMode StandardWebhooks on real deliveries', () => {
     expect(first.headers).toMatchObject({ 'webhook-id': eventId, 'x-webhook-event-type': 'purchaseOrder.validated' });
     expect(Math.abs(Number(first.headers['webhook-timestamp']) - Date.now() / 1000)).toBeLessThan(60);
     expect(first.headers).not.toHaveProperty('x-webhook-signature');
+    expect(first.headers).not.toHaveProperty('traceparent'); // tracing is off unless configured
 
     const tampered = { ...first, body: Buffer.concat([first.body, Buffer.from(' ')]) }; // one byte more
     expect([

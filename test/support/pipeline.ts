@@ -33,13 +33,19 @@ export async function startPipeline(label: string, settings: Record<string, stri
   const tenantId = `${label}-${randomBytes(4).toString('hex')}`;
   const token = await idp.token(await idp.client(tenantId));
 
-  /** A request to the gateway with the client's token: its status and body text. */
-  const api = async (method: string, path: string, body?: unknown): Promise<Answer> => {
+  /** A request to the gateway with the client's token (and `headers`): its status and body text. */
+  const api = async (
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<Answer> => {
     const response = await fetch(`${base}${path}`, {
       method,
       headers: {
         authorization: `Bearer ${token}`,
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers,
       },
       body: body === undefined ? undefined : JSON.stringify(body),
     });

@@ -25,6 +25,12 @@ async function ensureVenv(): Promise<void> {
   writeFileSync(marker, `standardwebhooks ${PY_STANDARDWEBHOOKS_VERSION}\n`);
 }
 
+/** The venv's python, with the library installed (made on first use). */
+export async function standardWebhooksPython(): Promise<string> {
+  await ensureVenv();
+  return python;
+}
+
 export interface PythonCase {
   secret: string;
   headers: Record<string, string>;
