@@ -431,6 +431,7 @@ describe('tracing configuration (OTEL_*)', () => {
       scheduleDelayMs: 5000,
       maxQueueSize: 2048,
       maxExportBatchSize: 512,
+      timeoutMs: 10_000,
     });
   });
 
@@ -462,6 +463,7 @@ describe('tracing configuration (OTEL_*)', () => {
         OTEL_BSP_SCHEDULE_DELAY: '200',
         OTEL_BSP_MAX_QUEUE_SIZE: '100',
         OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '50',
+        OTEL_EXPORTER_OTLP_TIMEOUT: '3000',
       }),
     ).toMatchObject({
       headers: { 'x-api-key': 'def', 'x-team': 'web hooks' },
@@ -472,7 +474,11 @@ describe('tracing configuration (OTEL_*)', () => {
       scheduleDelayMs: 200,
       maxQueueSize: 100,
       maxExportBatchSize: 50,
+      timeoutMs: 3000,
     });
+    expect(tracingOf({ OTEL_EXPORTER_OTLP_TIMEOUT: '3000', OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: '500' }).timeoutMs).toBe(
+      500,
+    );
   });
 
   it.each([
@@ -483,6 +489,8 @@ describe('tracing configuration (OTEL_*)', () => {
     ['OTEL_TRACES_SAMPLER_ARG', '1.5'],
     ['OTEL_EXPORTER_OTLP_HEADERS', 'novalue'],
     ['OTEL_BSP_MAX_EXPORT_BATCH_SIZE', '4096'],
+    ['OTEL_EXPORTER_OTLP_TIMEOUT', '10s'],
+    ['OTEL_EXPORTER_OTLP_TRACES_TIMEOUT', '0'],
   ])('refuses %s=%s, naming the variable', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
   });

@@ -163,6 +163,8 @@ export interface TracingConfig {
   readonly scheduleDelayMs: number;
   readonly maxQueueSize: number;
   readonly maxExportBatchSize: number;
+  /** OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, else OTEL_EXPORTER_OTLP_TIMEOUT: how long one export may wait for its answer. */
+  readonly timeoutMs: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -303,6 +305,12 @@ function readTracing(read: ReturnType<typeof reader>): TracingConfig {
     scheduleDelayMs: read.integer('OTEL_BSP_SCHEDULE_DELAY', 5000, 1, 3_600_000),
     maxQueueSize,
     maxExportBatchSize: read.integer('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, 1, maxQueueSize),
+    timeoutMs: read.integer(
+      'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT',
+      read.integer('OTEL_EXPORTER_OTLP_TIMEOUT', 10_000, 1, 600_000),
+      1,
+      600_000,
+    ),
   };
 }
 

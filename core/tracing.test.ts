@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { pino } from 'pino';
 import { loadConfig } from './config.ts';
@@ -20,7 +20,7 @@ describe('tracing', () => {
   const traced = async (env: Record<string, string> = {}) => {
     const exporter = new InMemorySpanExporter();
     const config = loadConfig({ OTEL_BSP_SCHEDULE_DELAY: '1', ...env }).tracing;
-    const started = await startTracing(config, 'dispatcher', logger, exporter);
+    const started = await startTracing(config, 'dispatcher', logger, new SimpleSpanProcessor({ exporter }));
     stop = started.stop;
     return {
       finished: async (count: number): Promise<ReadableSpan[]> => {

@@ -9,7 +9,7 @@ import {
   type Span,
   type TextMapGetter,
 } from '@opentelemetry/api';
-import type { Sampler, SpanExporter } from '@opentelemetry/sdk-trace';
+import type { Sampler, SpanProcessor } from '@opentelemetry/sdk-trace';
 import type { TracingConfig } from './config.ts';
 import type { Logger } from './log.ts';
 
@@ -32,34 +32,50 @@ export function tracing(): boolean {
 }
 
 /**
- * Starts tracing for `service` when the configuration asks for it: the global tracer provider (spans batched and
- * posted to the OTLP endpoint) and the W3C trace-context propagator. Returns what flushes and stops it. The SDK is
- * loaded only then: a service without tracing does not even load it.
+ * Starts tracing for `service` when the configuration asks for it: the global tracer provider, its spans written as
+ * OTLP protobuf as they end and posted in batches (otlp-span-processor.ts), and the W3C trace-context propagator.
+ * Returns what flushes and stops it. The SDK is loaded only then: a service without tracing does not even load it.
+ * `processor` (tests) takes the spans instead of the OTLP export.
  */
 export async function startTracing(
   config: TracingConfig,
   service: string,
   logger: Logger,
-  exporter?: SpanExporter,
+  processor?: SpanProcessor,
 ): Promise<{ stop(): Promise<void> }> {
-  if (!config.enabled && !exporter) return { stop: async () => undefined };
-  const [{ W3CTraceContextPropagator }, { OTLPTraceExporter }, { resourceFromAttributes }, sdk] = await Promise.all([
+  if (!config.enabled && !processor) return { stop: async () => undefined };
+  const [
+    { W3CTraceContextPropagator },
+    { defaultResource, resourceFromAttributes },
+    sdk,
+    { OtlpSpanProcessor },
+    { LeanTracerProvider },
+  ] = await Promise.all([
     import('@opentelemetry/core'),
-    import('@opentelemetry/exporter-trace-otlp-proto'),
     import('@opentelemetry/resources'),
     import('@opentelemetry/sdk-trace'),
+    import('./otlp-span-processor.ts'),
+    import('./lean-tracer.ts'),
   ]);
-  const provider = new sdk.TracerProvider({
-    resource: resourceFromAttributes({ ...config.resourceAttributes, 'service.name': config.serviceName ?? service }),
+  const resource = defaultResource().merge(
+    resourceFromAttributes({ ...config.resourceAttributes, 'service.name': config.serviceName ?? service }),
+  );
+  const provider = new LeanTracerProvider({
+    resource,
     sampler: samplerOf(config, sdk),
-    spanProcessors: [
-      new sdk.BatchSpanProcessor({
-        exporter: exporter ?? new OTLPTraceExporter({ url: config.endpoint, headers: { ...config.headers } }),
-        scheduledDelayMillis: config.scheduleDelayMs,
+    scope: TRACER_NAME,
+    processor:
+      processor ??
+      new OtlpSpanProcessor({
+        url: config.endpoint,
+        headers: { ...config.headers },
+        resource: resource.attributes,
+        scheduleDelayMs: config.scheduleDelayMs,
         maxQueueSize: config.maxQueueSize,
         maxExportBatchSize: config.maxExportBatchSize,
+        timeoutMs: config.timeoutMs,
+        logger,
       }),
-    ],
   });
   trace.setGlobalTracerProvider(provider);
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());

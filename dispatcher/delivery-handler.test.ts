@@ -13,7 +13,7 @@ import type { AttemptResult } from './outcome.ts';
 import { Webhook } from 'standardwebhooks';
 import { generateStandardSecret } from '../core/standard-webhooks.ts';
 import { failureWindow } from './outcome.ts';
-import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { loadConfig } from '../core/config.ts';
 import { startTracing } from '../core/tracing.ts';
 
@@ -748,7 +748,7 @@ describe('delivery handler: traces', () => {
       loadConfig({ OTEL_BSP_SCHEDULE_DELAY: '1' }).tracing,
       'dispatcher',
       pino({ level: 'silent' }),
-      exporter,
+      new SimpleSpanProcessor({ exporter }),
     );
     try {
       const t = setup({ results: [failed(503), ok(204)] });

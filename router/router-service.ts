@@ -114,9 +114,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
             publisher.publish(
               await Promise.all(
                 records.map((delivery) =>
-                  deliveryMessage(topics.deliveries, traceparent ? { ...delivery, traceparent } : delivery, (value) =>
-                    deliveryCodec.encode(value),
-                  ),
+                  deliveryMessage(topics.deliveries, delivery, (value) => deliveryCodec.encode(value), traceparent),
                 ),
               ),
             ),

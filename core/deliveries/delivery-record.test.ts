@@ -77,6 +77,19 @@ describe('delivery messages on Kafka', () => {
     expect(fromDeliveryMessage(consumed({}), record).traceparent).toBeUndefined();
   });
 
+  it("takes the routing span's traceparent given apart (the router's way), before the record's own", async () => {
+    const routing = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const encode = async () => Buffer.from('avro');
+    expect((await deliveryMessage('deliveries', record, encode, routing)).headers).toMatchObject({
+      traceparent: routing,
+    });
+    const own = '00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01';
+    expect(
+      (await deliveryMessage('deliveries', { ...record, traceparent: own }, encode, routing)).headers!.traceparent,
+    ).toBe(routing);
+    expect((await deliveryMessage('deliveries', record, encode)).headers).not.toHaveProperty('traceparent');
+  });
+
   it('a retry held by a long Retry-After carries its hold in a header, and keeps it when consumed', async () => {
     const held = { ...record, holdUntil: 21_661_000 };
     const message = await deliveryMessage('retry.4h', held, async (r) => {

@@ -84,11 +84,15 @@ const TRACEPARENT_HEADER = 'traceparent';
 /**
  * The Kafka message of a delivery record on `topic` (key: subscription id): the Avro value without the transport
  * flags, which ride in headers with the due time (so a retry tier can pause without decoding the record).
+ * `routing` names the span the record's attempts belong under (else the record's own traceparent): given apart so that
+ * the router need not spread it into each record, which gives every record a hidden class of its own
+ * (core/hidden-classes.test.ts).
  */
 export async function deliveryMessage(
   topic: string,
   record: DeliveryRecord,
   encode: (record: DeliveryRecord) => Promise<Buffer>,
+  routing?: string,
 ): Promise<OutgoingRecord> {
   const { expiryHop, mayBeDuplicate, holdUntil, routedAt, subscriptionVersion, rescheduled, traceparent, ...series } =
     record;
@@ -100,7 +104,8 @@ export async function deliveryMessage(
   if (routedAt !== undefined) headers[ROUTED_AT_HEADER] = String(routedAt);
   if (subscriptionVersion !== undefined) headers[SUBSCRIPTION_VERSION_HEADER] = String(subscriptionVersion);
   if (rescheduled) headers[RESCHEDULED_HEADER] = '1';
-  if (traceparent !== undefined) headers[TRACEPARENT_HEADER] = traceparent;
+  const parent = routing ?? traceparent;
+  if (parent !== undefined) headers[TRACEPARENT_HEADER] = parent;
   return { topic, key: series.subscriptionId, value: await encode(series), headers };
 }
 

@@ -19,12 +19,15 @@ export interface ReceivedSpan {
 }
 
 /** One protobuf field: its number, wire type and value (a varint as bigint, bytes as a Buffer). */
-interface Field {
+export interface Field {
   number: number;
+  /** 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32. */
+  wireType: number;
   value: bigint | Buffer;
 }
 
-function fields(buffer: Buffer): Field[] {
+/** The fields of a protobuf message, in the order written. */
+export function fields(buffer: Buffer): Field[] {
   const out: Field[] = [];
   let at = 0;
   const varint = (): bigint => {
@@ -38,22 +41,23 @@ function fields(buffer: Buffer): Field[] {
   while (at < buffer.length) {
     const key = Number(varint());
     const number = key >>> 3;
-    switch (key & 7) {
+    const wireType = key & 7;
+    switch (wireType) {
       case 0:
-        out.push({ number, value: varint() });
+        out.push({ number, wireType, value: varint() });
         break;
       case 1:
-        out.push({ number, value: buffer.subarray(at, at + 8) });
+        out.push({ number, wireType, value: buffer.subarray(at, at + 8) });
         at += 8;
         break;
       case 2: {
         const length = Number(varint());
-        out.push({ number, value: buffer.subarray(at, at + length) });
+        out.push({ number, wireType, value: buffer.subarray(at, at + length) });
         at += length;
         break;
       }
       case 5:
-        out.push({ number, value: buffer.subarray(at, at + 4) });
+        out.push({ number, wireType, value: buffer.subarray(at, at + 4) });
         at += 4;
         break;
       default:
@@ -80,7 +84,7 @@ function attributes(messages: (bigint | Buffer)[]): Record<string, string | numb
     if (!field) continue;
     if (field.number === 1) result[key] = bytesOf(field.value).toString('utf8');
     else if (field.number === 2) result[key] = field.value === 1n;
-    else if (field.number === 3) result[key] = Number(field.value as bigint);
+    else if (field.number === 3) result[key] = Number(BigInt.asIntN(64, field.value as bigint));
     else if (field.number === 4) result[key] = bytesOf(field.value).readDoubleLE(0);
   }
   return result;
