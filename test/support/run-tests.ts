@@ -78,12 +78,12 @@ await servers.stop();
 if (args.length === 0) codes.push(await vitest(['--project', 'cluster'], false));
 const code = codes.find((exitCode) => exitCode !== 0) ?? 0;
 let summary = 'no test report was written';
+const failures: string[] = [];
 try {
-  const results = reports.map(
-    (report) => JSON.parse(readFileSync(report, 'utf8')) as { numPassedTests: number; numFailedTests: number },
-  );
+  const results = reports.map((report) => JSON.parse(readFileSync(report, 'utf8')) as VitestReport);
   const passed = results.reduce((sum, result) => sum + result.numPassedTests, 0);
   const failed = results.reduce((sum, result) => sum + result.numFailedTests, 0);
+  failures.push(...results.flatMap(failuresOf));
   summary = `${passed} passed, ${failed} failed`;
   if (passed === 0) summary += ' (no test ran)';
   else if (code !== 0 && failed === 0) summary += ` (vitest exited with ${code}: an error outside the tests, above)`;
@@ -92,5 +92,37 @@ try {
 }
 for (const report of reports) rmSync(report, { force: true });
 console.log(`\ntest suite took ${((Date.now() - started) / 1000).toFixed(0)} s`);
+// What failed, again at the end: a CI log is often read from its tail, far below the failure's own report.
+if (failures.length > 0) console.log(`\nwhat failed:\n${failures.join('\n')}`);
 console.log(summary);
 process.exit(code !== 0 || summary.includes('no test') ? code || 1 : 0);
+
+/** The parts of vitest's JSON report read here. */
+interface VitestReport {
+  numPassedTests: number;
+  numFailedTests: number;
+  testResults: {
+    name: string;
+    status: string;
+    message?: string;
+    assertionResults: { fullName: string; status: string; failureMessages: string[] }[];
+  }[];
+}
+
+/** A line per failed test (file, name, the first line of its error), and per file that failed outside its tests. */
+function failuresOf(report: VitestReport): string[] {
+  const firstLine = (text: string | undefined) => (text ?? '').trim().split('\n')[0]!.slice(0, 300);
+  return report.testResults.flatMap((file) => {
+    const where = path.relative(repoRoot, file.name);
+    const tests = file.assertionResults
+      .filter((test) => test.status === 'failed')
+      .map((test) => `  ${where} > ${test.fullName}: ${firstLine(test.failureMessages[0])}`);
+    // A failing beforeAll leaves its tests skipped, not failed, and its error only in the log above.
+    const skipped = file.assertionResults.filter((test) => test.status === 'skipped').length;
+    if (file.status === 'failed' && skipped > 0) tests.push(`  ${where}: ${skipped} tests not run (a hook failed?)`);
+    if (file.status === 'failed' && tests.length === 0) {
+      tests.push(`  ${where}: ${firstLine(file.message) || 'failed outside its tests (see above)'}`);
+    }
+    return tests;
+  });
+}
