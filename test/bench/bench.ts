@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- [--events N] [--tenants T] [--subs S] [--rate D] [--warmup W] [--fail 0.3] [--backlog 100000]
- *   [--throttle 0.2] [--ordered-share 0.5] [--entities 1000] [--tsx]`
+ *   [--throttle 0.2] [--ordered-share 0.5] [--entities 1000] [--tsx] [--tracing] [--retry-delays 1m,2m]`
  * Runs a router and a dispatcher as processes (compiled first with `npm run build`'s buildServices, as production runs
  * them; `--tsx` runs their TypeScript through tsx instead) on their own keyspace and topics against a fast local receiver, and
  * prints deliveries per second, event-to-receipt latency p50/p99 and the dispatcher's resident memory. Then it measures
@@ -21,6 +21,8 @@
  *                 ordered subscriptions have earlier deliveries of the same entity to wait for
  *   --built       the services are already in dist/ (a caller built them); --no-ceiling skips the loopback ceiling
  *   --tracing     the router and dispatcher export traces (OTLP) to a local collector stand-in: the cost of tracing
+ *   --retry-delays L  the retry tiers (WEBHOOK_RETRY_DELAYS; default 1s,2s, or 1s,1h with --backlog). Each tier is a
+ *                 topic the dispatcher's consumer fetches, so production's nine (1m,2m,…,4h) cost it more per delivery
  * `--ordered` compares runs with and without ordered subscriptions (test/bench/ordered-bench.ts).
  */
 import { blankSubscription } from '../../core/subscriptions/subscription.ts';
@@ -86,6 +88,7 @@ const { values } = parseArgs({
     'no-ceiling': { type: 'boolean', default: false },
     tsx: { type: 'boolean', default: false },
     tracing: { type: 'boolean', default: false },
+    'retry-delays': { type: 'string' },
   },
 });
 const events = Number(values.events);
@@ -151,7 +154,7 @@ const run = randomUUID().slice(0, 8);
 const collector = values.tracing ? await countingCollector() : undefined;
 const env = benchEnv(servers, run, {
   // The parked backlog waits in a 1 h tier; otherwise failed answers retry every second or two.
-  WEBHOOK_RETRY_DELAYS: backlog > 0 ? '1s,1h' : '1s,2s',
+  WEBHOOK_RETRY_DELAYS: values['retry-delays'] ?? (backlog > 0 ? '1s,1h' : '1s,2s'),
   ...(collector ? { OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint } : {}),
 });
 const config = loadConfig(env);
