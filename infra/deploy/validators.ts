@@ -10,12 +10,13 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
+import { withDirLock } from '../dir-lock.ts';
 
 const run = promisify(execFile);
 
@@ -105,47 +106,9 @@ async function ensureBinary(
 
 const lockDir = path.join(local, '.lock');
 
-/**
- * Runs `work` holding the cache's lock: a directory made atomically, holding the owner's pid. A lock whose owner is
- * gone (killed mid-build) is taken over; a live owner is waited for, however long its build takes.
- */
+/** Runs `work` holding the cache's lock (infra/dir-lock.ts). */
 async function withCacheLock<T>(work: () => Promise<T>): Promise<T> {
-  await mkdir(local, { recursive: true });
-  for (;;) {
-    try {
-      await mkdir(lockDir);
-      await writeFile(path.join(lockDir, 'pid'), String(process.pid));
-      break;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      const owner = Number(await readFile(path.join(lockDir, 'pid'), 'utf8').catch(() => 'NaN'));
-      // No pid a minute after the lock was made: its maker died between the two steps.
-      const orphan = !Number.isInteger(owner) && Date.now() - (await lockMadeAt()) > 60_000;
-      if (orphan || (Number.isInteger(owner) && owner !== process.pid && !isAlive(owner))) {
-        await rm(lockDir, { recursive: true, force: true });
-        continue;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 500));
-    }
-  }
-  try {
-    return await work();
-  } finally {
-    await rm(lockDir, { recursive: true, force: true });
-  }
-}
-
-async function lockMadeAt(): Promise<number> {
-  return (await stat(lockDir).catch(() => ({ mtimeMs: Date.now() }))).mtimeMs;
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
+  return withDirLock(lockDir, work);
 }
 
 /** Downloads (or finds in the cache) one Go module and answers its directory. */

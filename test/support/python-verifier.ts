@@ -4,25 +4,39 @@ import { execFile, spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { withDirLock } from '../../infra/dir-lock.ts';
 import { repoRoot } from '../../infra/processes.ts';
 
 export const PY_STANDARDWEBHOOKS_VERSION = '1.1.0';
 
 const venv = path.join(repoRoot, '.local', 'standardwebhooks-py');
 const python = path.join(venv, 'bin', 'python');
-/** Written only after pip succeeded, so a half-made venv is made again, not reused. */
-const marker = path.join(venv, `.installed-${PY_STANDARDWEBHOOKS_VERSION}`);
 const script = path.join(repoRoot, 'test', 'support', 'standardwebhooks_verify.py');
 const run = promisify(execFile);
 
-async function ensureVenv(): Promise<void> {
-  if (existsSync(marker) && existsSync(python)) return;
-  await run('python3', ['-m', 'venv', '--clear', venv], { cwd: repoRoot });
-  await run(path.join(venv, 'bin', 'pip'), ['install', '--quiet', `standardwebhooks==${PY_STANDARDWEBHOOKS_VERSION}`], {
-    cwd: repoRoot,
-    maxBuffer: 16 * 1024 * 1024,
+/**
+ * Makes the venv at `dir` with the library installed, unless it is there already. Under a lock: on a fresh clone the
+ * integration and e2e processes need it at the same moment, and a `venv --clear` of one would pull the other's
+ * interpreter from under it.
+ */
+export async function ensureVenv(dir = venv): Promise<void> {
+  // Written only after pip succeeded, so a half-made venv is made again, not reused.
+  const marker = path.join(dir, `.installed-${PY_STANDARDWEBHOOKS_VERSION}`);
+  const ready = () => existsSync(marker) && existsSync(path.join(dir, 'bin', 'python'));
+  if (ready()) return;
+  await withDirLock(`${dir}.lock`, async () => {
+    if (ready()) return; // made by whoever held the lock before
+    await run('python3', ['-m', 'venv', '--clear', dir], { cwd: repoRoot });
+    await run(
+      path.join(dir, 'bin', 'pip'),
+      ['install', '--quiet', `standardwebhooks==${PY_STANDARDWEBHOOKS_VERSION}`],
+      {
+        cwd: repoRoot,
+        maxBuffer: 16 * 1024 * 1024,
+      },
+    );
+    writeFileSync(marker, `standardwebhooks ${PY_STANDARDWEBHOOKS_VERSION}\n`);
   });
-  writeFileSync(marker, `standardwebhooks ${PY_STANDARDWEBHOOKS_VERSION}\n`);
 }
 
 /** The venv's python, with the library installed (made on first use). */
