@@ -118,6 +118,11 @@ export interface Config {
      * fetch response in one go, so this bounds how long the event loop is held by one.
      */
     readonly fetchBytesPerPartition: number;
+    /**
+     * How often the retry tiers' and the overflow's partitions are checked for records (DISPATCHER_QUIET_CHECK_MS):
+     * while empty they are left out of the consumer's fetches (ConsumerOptions.quiet); 0 fetches them always.
+     */
+    readonly quietCheckMs: number;
   };
   /** Bulk replay jobs, run by the routers (router/replay-runner.ts). */
   readonly replay: {
@@ -246,6 +251,7 @@ export function loadConfig(env: Env = process.env): Config {
       laneBacklog: read.integer('DISPATCHER_LANE_BACKLOG', 100, 1, 1_000_000),
       overflowDelayMs: read.duration('DISPATCHER_OVERFLOW_DELAY', '5s'),
       fetchBytesPerPartition: read.integer('DISPATCHER_FETCH_BYTES', 1_048_576, 1_024, 100_000_000),
+      quietCheckMs: read.integer('DISPATCHER_QUIET_CHECK_MS', 500, 0, 60_000),
       circuit: {
         failures: read.integer('DISPATCHER_CIRCUIT_FAILURES', 5, 0, 10_000),
         // By default as long as the first retry delay, and at most an hour or the longest delay.

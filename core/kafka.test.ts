@@ -914,3 +914,173 @@ describe('Publisher requests', () => {
     await publisher.close();
   });
 });
+
+describe('ConsumerRunner quiet topics (empty partitions left out of the fetches)', () => {
+  /** A consumer that records pause/resume, and an admin whose committed offsets and partition ends the test sets. */
+  function quietKafka() {
+    const listeners = new Map<string, (event: { payload: unknown }) => void>();
+    const paused = new Set<string>();
+    const calls: string[] = [];
+    const committed = new Map<string, string>();
+    const ends = new Map<string, { high: string; low: string }>();
+    let failing = false;
+    const consumer = {
+      events: { GROUP_JOIN: 'consumer.group_join', CRASH: 'consumer.crash', REBALANCING: 'consumer.rebalancing' },
+      on: (event: string, listener: (event: { payload: unknown }) => void) => listeners.set(event, listener),
+      connect: async () => undefined,
+      subscribe: async () => undefined,
+      run: async () => undefined,
+      commitOffsets: async () => undefined,
+      pause: (topics: { topic: string; partitions?: number[] }[]) => {
+        for (const { topic, partitions = [] } of topics) {
+          for (const partition of partitions) {
+            paused.add(`${topic}/${partition}`);
+            calls.push(`pause ${topic}/${partition}`);
+          }
+        }
+      },
+      resume: (topics: { topic: string; partitions: number[] }[]) => {
+        for (const { topic, partitions } of topics) {
+          for (const partition of partitions) {
+            paused.delete(`${topic}/${partition}`);
+            calls.push(`resume ${topic}/${partition}`);
+          }
+        }
+      },
+      disconnect: async () => undefined,
+    };
+    const partitionsOf = (topic: string) =>
+      [...ends.keys()].filter((key) => key.startsWith(`${topic}/`)).map((key) => Number(key.split('/')[1]));
+    const admin = {
+      connect: async () => undefined,
+      disconnect: async () => undefined,
+      fetchTopicOffsets: async (topic: string) => {
+        if (failing) throw new Error('broker away');
+        return partitionsOf(topic).map((partition) => ({ partition, ...ends.get(`${topic}/${partition}`)! }));
+      },
+      fetchOffsets: async ({ topics }: { topics: string[] }) =>
+        topics.map((topic) => ({
+          topic,
+          partitions: partitionsOf(topic).map((partition) => ({
+            partition,
+            offset: committed.get(`${topic}/${partition}`) ?? '-1',
+          })),
+        })),
+    };
+    return {
+      kafka: { consumer: () => consumer, admin: () => admin } as unknown as Kafka,
+      paused,
+      calls,
+      committed,
+      ends,
+      fail: (value: boolean) => (failing = value),
+      join: (memberAssignment: Record<string, number[]>) =>
+        listeners.get('consumer.group_join')?.({ payload: { memberId: 'm', memberAssignment } }),
+    };
+  }
+
+  const runners: ConsumerRunner[] = [];
+  afterEach(async () => {
+    for (const runner of runners.splice(0)) await runner.stop();
+  });
+
+  async function start(fake: ReturnType<typeof quietKafka>, fromBeginning = true) {
+    const runner = new ConsumerRunner(fake.kafka, {
+      groupId: 'g',
+      topics: ['deliveries', 'retry-1m', 'retry-2m'],
+      maxInFlight: 10,
+      fromBeginning,
+      quiet: { topics: ['retry-1m', 'retry-2m'], checkEveryMs: 5 },
+      logger: pino({ level: 'silent' }),
+      handle: async () => undefined,
+    });
+    runners.push(runner);
+    await runner.start();
+    return runner;
+  }
+
+  it('pauses the assigned quiet partitions with nothing to read, and only those', async () => {
+    const fake = quietKafka();
+    for (const key of ['deliveries/0', 'retry-1m/0', 'retry-1m/1', 'retry-1m/2', 'retry-2m/0']) {
+      fake.ends.set(key, { low: '0', high: '10' });
+      fake.committed.set(key, '10');
+    }
+    fake.committed.set('retry-1m/1', '7'); // three records still to read (or in flight)
+    const runner = await start(fake);
+    fake.join({ deliveries: [0], 'retry-1m': [0, 1], 'retry-2m': [0] }); // retry-1m/2 is another member's
+    await expect.poll(() => [...fake.paused].sort()).toEqual(['retry-1m/0', 'retry-2m/0']);
+    expect(runner.quietPartitions).toBe(2);
+    // The busy topic is never touched, whatever its offsets say.
+    expect(fake.calls.some((call) => call.includes('deliveries'))).toBe(false);
+  });
+
+  it('resumes a paused partition once a record reaches it, and pauses it again once it is read', async () => {
+    const fake = quietKafka();
+    fake.ends.set('retry-1m/0', { low: '0', high: '4' });
+    fake.committed.set('retry-1m/0', '4');
+    await start(fake);
+    fake.join({ 'retry-1m': [0] });
+    await expect.poll(() => fake.paused.has('retry-1m/0')).toBe(true);
+    fake.ends.set('retry-1m/0', { low: '0', high: '5' }); // a retry was scheduled onto it
+    await expect.poll(() => fake.paused.has('retry-1m/0')).toBe(false);
+    fake.committed.set('retry-1m/0', '5'); // handled and committed
+    await expect.poll(() => fake.paused.has('retry-1m/0')).toBe(true);
+    expect(fake.calls).toEqual(['pause retry-1m/0', 'resume retry-1m/0', 'pause retry-1m/0']);
+  });
+
+  it('resumes what it paused when the member joins again, then decides from the new assignment', async () => {
+    const fake = quietKafka();
+    for (const key of ['retry-1m/0', 'retry-1m/1']) {
+      fake.ends.set(key, { low: '0', high: '3' });
+      fake.committed.set(key, '3');
+    }
+    await start(fake);
+    fake.join({ 'retry-1m': [0, 1] });
+    await expect.poll(() => fake.paused.size).toBe(2);
+    fake.join({ 'retry-1m': [1] }); // partition 0 went to another member: a pause must not follow it back here
+    expect(fake.paused.size).toBe(0);
+    await expect.poll(() => [...fake.paused]).toEqual(['retry-1m/1']);
+  });
+
+  it('fetches every quiet partition again while their offsets cannot be read', async () => {
+    const fake = quietKafka();
+    fake.ends.set('retry-2m/0', { low: '0', high: '0' });
+    fake.committed.set('retry-2m/0', '0');
+    await start(fake);
+    fake.join({ 'retry-2m': [0] });
+    await expect.poll(() => fake.paused.size).toBe(1);
+    fake.fail(true);
+    await expect.poll(() => fake.paused.size).toBe(0);
+    fake.fail(false);
+    await expect.poll(() => fake.paused.size).toBe(1);
+  });
+
+  it('with no committed offset, counts a partition empty only when the group reads from its oldest record', async () => {
+    const fake = quietKafka();
+    fake.ends.set('retry-1m/0', { low: '0', high: '0' });
+    fake.ends.set('retry-1m/1', { low: '2', high: '5' });
+    await start(fake);
+    fake.join({ 'retry-1m': [0, 1] });
+    await expect.poll(() => [...fake.paused]).toEqual(['retry-1m/0']);
+
+    const latest = quietKafka();
+    latest.ends.set('retry-1m/0', { low: '0', high: '0' });
+    await start(latest, false);
+    latest.join({ 'retry-1m': [0] });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(latest.paused.size).toBe(0);
+  });
+
+  it('stops checking once stopped', async () => {
+    const fake = quietKafka();
+    fake.ends.set('retry-1m/0', { low: '0', high: '1' });
+    fake.committed.set('retry-1m/0', '0');
+    const runner = await start(fake);
+    fake.join({ 'retry-1m': [0] });
+    await runner.stop();
+    runners.splice(runners.indexOf(runner), 1);
+    fake.committed.set('retry-1m/0', '1');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(fake.calls.filter((call) => call.startsWith('pause retry'))).toEqual([]);
+  });
+});

@@ -379,6 +379,14 @@ export interface ConsumerOptions {
   fromBeginning?: boolean;
   /** Bytes of records one fetch brings of each partition at most (kafkajs' default: 1 MiB). */
   fetchBytesPerPartition?: number;
+  /**
+   * Topics whose partitions are left out of the fetches while they hold nothing to read (the retry tiers): every
+   * `checkEveryMs` the runner compares each assigned partition's end with the group's committed offset, pauses those
+   * where they meet and resumes those that have grown. A fetch then carries the busy partitions only (kafkajs' work per
+   * fetch grows with the partitions it names, empty or not); a record reaching a quiet partition waits checkEveryMs at
+   * most before it is read.
+   */
+  quiet?: { topics: readonly string[]; checkEveryMs: number };
   /** Called when this member joins its group (a new assignment), before it handles any record of that generation. */
   onJoin?: () => void;
   metrics?: ConsumerMetrics;
@@ -419,6 +427,12 @@ export class ConsumerRunner {
   private waitingLanes = 0;
   /** Per lane, until when its new records are parked behind those it parked (lane.overflow). */
   private readonly parkedUntil = new Map<string, number>();
+  /** This member's partitions of each topic, as its last join assigned them. */
+  private assignment: Record<string, number[]> = {};
+  /** Partitions of the quiet topics this runner paused because they were empty (`topic\u0000partition`). */
+  private readonly quietPaused = new Set<string>();
+  private quietTimer: NodeJS.Timeout | undefined;
+  private quietChecking = false;
 
   constructor(
     private readonly kafka: Kafka,
@@ -462,6 +476,9 @@ export class ConsumerRunner {
       this.parkedUntil.clear();
       this.assignedAt = this.highWatermarks(Object.keys(payload.memberAssignment));
       this.assigned = Object.values(payload.memberAssignment).reduce((sum, parts) => sum + parts.length, 0);
+      this.assignment = payload.memberAssignment;
+      // A pause outlives a rebalance in kafkajs: the next check decides afresh, from the new assignment.
+      this.resumeQuiet();
     });
     consumer.on(consumer.events.REBALANCING, () => {
       this.joins += 1;
@@ -521,6 +538,76 @@ export class ConsumerRunner {
       },
     });
     this.commitTimer = setInterval(() => void this.commit(), 200);
+    const quiet = this.options.quiet;
+    if (quiet && quiet.topics.length > 0) {
+      this.quietTimer = setInterval(() => void this.checkQuiet(quiet.topics), quiet.checkEveryMs);
+      this.quietTimer.unref();
+    }
+  }
+
+  /** Partitions left out of the fetches now because they are empty (options.quiet). */
+  get quietPartitions(): number {
+    return this.quietPaused.size;
+  }
+
+  /**
+   * Pauses the quiet topics' assigned partitions whose end is the group's committed offset (nothing to read, nothing
+   * in flight), resumes those paused here that have grown. A check that cannot read the offsets resumes them all.
+   */
+  private async checkQuiet(topics: readonly string[]): Promise<void> {
+    const consumer = this.consumer;
+    if (!consumer || !this.admin || this.stopping || this.quietChecking) return;
+    this.quietChecking = true;
+    const join = this.joins;
+    try {
+      const assigned = topics.filter((topic) => (this.assignment[topic]?.length ?? 0) > 0);
+      if (assigned.length === 0) return;
+      const committed = new Map<string, bigint>();
+      for (const { topic, partitions } of await this.admin.fetchOffsets({
+        groupId: this.options.groupId,
+        topics: assigned,
+      })) {
+        for (const { partition, offset } of partitions) committed.set(`${topic}\u0000${partition}`, BigInt(offset));
+      }
+      const ends = await Promise.all(
+        assigned.map(async (topic) => [topic, await this.admin!.fetchTopicOffsets(topic)] as const),
+      );
+      // A rebalance or a stop while reading: the figures may be of partitions this member no longer has.
+      if (join !== this.joins || this.stopping) return;
+      for (const [topic, offsets] of ends) {
+        const mine = new Set(this.assignment[topic]);
+        for (const { partition, high, low } of offsets) {
+          if (!mine.has(partition)) continue;
+          const key = `${topic}\u0000${partition}`;
+          const at = committed.get(key) ?? -1n;
+          // Nothing committed yet: the group reads from the oldest offset (fromBeginning) or is not known to be idle.
+          const empty = at >= 0n ? at >= BigInt(high) : this.options.fromBeginning === true && low === high;
+          if (empty && !this.quietPaused.has(key)) {
+            this.quietPaused.add(key);
+            consumer.pause([{ topic, partitions: [partition] }]);
+          } else if (!empty && this.quietPaused.has(key)) {
+            this.quietPaused.delete(key);
+            consumer.resume([{ topic, partitions: [partition] }]);
+          }
+        }
+      }
+    } catch (error) {
+      this.options.logger.warn(
+        { err: error },
+        "could not read the quiet topics' offsets; their partitions are fetched",
+      );
+      this.resumeQuiet();
+    } finally {
+      this.quietChecking = false;
+    }
+  }
+
+  /** Resumes every partition the quiet check paused. */
+  private resumeQuiet(): void {
+    if (this.quietPaused.size === 0) return;
+    const partitions = [...this.quietPaused].map((key) => key.split('\u0000') as [string, string]);
+    this.quietPaused.clear();
+    for (const [topic, partition] of partitions) this.consumer?.resume([{ topic, partitions: [Number(partition)] }]);
   }
 
   /** Stops fetching, waits for in-flight records, commits what finished, and leaves the group. */
@@ -528,6 +615,7 @@ export class ConsumerRunner {
     this.stopping = true;
     this.joins += 1;
     this.options.onMembership?.(undefined);
+    clearInterval(this.quietTimer);
     for (const timer of this.resumeTimers) clearTimeout(timer);
     // Records waiting for their pace: let them through, they end at once unstarted (stopping) and stay uncommitted.
     for (const [key, lane] of this.lanes) {

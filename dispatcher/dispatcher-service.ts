@@ -258,6 +258,14 @@ export async function startDispatcher(
     onMembership: (membership) => rates.setView(membership),
     fromBeginning: true,
     fetchBytesPerPartition: config.dispatcher.fetchBytesPerPartition,
+    // The tiers and the overflow are empty most of the time: left out of the fetches then, so that each fetch of the
+    // deliveries topic carries its own partitions only.
+    ...(config.dispatcher.quietCheckMs > 0 && {
+      quiet: {
+        topics: [...topics.retries.map((tier) => tier.topic), topics.overflow],
+        checkEveryMs: config.dispatcher.quietCheckMs,
+      },
+    }),
     logger,
     metrics: metrics.consumer,
     // Stateless: exiting hands the partitions to the other members and lets the supervisor start a fresh process.
