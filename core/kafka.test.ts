@@ -984,14 +984,14 @@ describe('ConsumerRunner quiet topics (empty partitions left out of the fetches)
     for (const runner of runners.splice(0)) await runner.stop();
   });
 
-  async function start(fake: ReturnType<typeof quietKafka>, fromBeginning = true) {
+  async function start(fake: ReturnType<typeof quietKafka>, fromBeginning = true, logger = pino({ level: 'silent' })) {
     const runner = new ConsumerRunner(fake.kafka, {
       groupId: 'g',
       topics: ['deliveries', 'retry-1m', 'retry-2m'],
       maxInFlight: 10,
       fromBeginning,
       quiet: { topics: ['retry-1m', 'retry-2m'], checkEveryMs: 5 },
-      logger: pino({ level: 'silent' }),
+      logger,
       handle: async () => undefined,
     });
     runners.push(runner);
@@ -1042,15 +1042,19 @@ describe('ConsumerRunner quiet topics (empty partitions left out of the fetches)
     await expect.poll(() => [...fake.paused]).toEqual(['retry-1m/1']);
   });
 
-  it('fetches every quiet partition again while their offsets cannot be read', async () => {
+  it('fetches every quiet partition again while their offsets cannot be read, and says so once', async () => {
     const fake = quietKafka();
     fake.ends.set('retry-2m/0', { low: '0', high: '0' });
     fake.committed.set('retry-2m/0', '0');
-    await start(fake);
+    const warnings: string[] = [];
+    const logger = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(line) });
+    await start(fake, true, logger);
     fake.join({ 'retry-2m': [0] });
     await expect.poll(() => fake.paused.size).toBe(1);
     fake.fail(true);
     await expect.poll(() => fake.paused.size).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 50)); // several failed checks
+    expect(warnings.filter((line) => line.includes("quiet topics' offsets"))).toHaveLength(1);
     fake.fail(false);
     await expect.poll(() => fake.paused.size).toBe(1);
   });

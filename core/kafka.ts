@@ -433,6 +433,8 @@ export class ConsumerRunner {
   private readonly quietPaused = new Set<string>();
   private quietTimer: NodeJS.Timeout | undefined;
   private quietChecking = false;
+  /** Whether the last quiet check failed: its warning is logged once per failing period, not every check. */
+  private quietFailing = false;
 
   constructor(
     private readonly kafka: Kafka,
@@ -572,6 +574,7 @@ export class ConsumerRunner {
       const ends = await Promise.all(
         assigned.map(async (topic) => [topic, await this.admin!.fetchTopicOffsets(topic)] as const),
       );
+      this.quietFailing = false;
       // A rebalance or a stop while reading: the figures may be of partitions this member no longer has.
       if (join !== this.joins || this.stopping) return;
       for (const [topic, offsets] of ends) {
@@ -592,10 +595,13 @@ export class ConsumerRunner {
         }
       }
     } catch (error) {
-      this.options.logger.warn(
-        { err: error },
-        "could not read the quiet topics' offsets; their partitions are fetched",
-      );
+      if (!this.quietFailing) {
+        this.options.logger.warn(
+          { err: error },
+          "could not read the quiet topics' offsets; their partitions are fetched",
+        );
+      }
+      this.quietFailing = true;
       this.resumeQuiet();
     } finally {
       this.quietChecking = false;
