@@ -17,6 +17,7 @@ import { ClientStore } from './client-store.ts';
 import { repoRoot, superviseService, waitForHttp } from './processes.ts';
 import { provision } from './provision.ts';
 import { CLUSTER_SERVICE_ENV } from './servers/cluster.ts';
+import { endpointsEnv } from './servers/util.ts';
 import { ensureCluster, ensureServers } from './servers.ts';
 import type { Supervisor } from './supervisor.ts';
 
@@ -68,10 +69,7 @@ async function main(): Promise<void> {
     // The cluster's replication, unless the environment sets its own.
     ...(cluster ? CLUSTER_SERVICE_ENV : {}),
     ...process.env,
-    KAFKA_BROKERS: servers.kafkaBrokers.join(','),
-    CASSANDRA_CONTACT_POINTS: servers.cassandraContactPoints.join(','),
-    CASSANDRA_LOCAL_DC: servers.cassandraLocalDc,
-    SCHEMA_REGISTRY_URL: servers.schemaRegistryUrl,
+    ...endpointsEnv(servers),
     SECRETS_KEY: process.env.SECRETS_KEY ?? persisted('secrets.key', () => randomBytes(32).toString('base64')),
     // The local stack delivers to receivers on this machine: allow http and loopback unless told otherwise.
     WEBHOOK_ALLOW_HTTP: process.env.WEBHOOK_ALLOW_HTTP ?? 'true',

@@ -2,6 +2,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
+import type { ServerEndpoints } from '../servers.ts';
 
 export const LOG_TAIL_LINES = 30;
 
@@ -60,4 +61,14 @@ export function secondsSince(t0: number): string {
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** The services' settings that point at `endpoints`. */
+export function endpointsEnv(endpoints: ServerEndpoints): Record<string, string> {
+  return {
+    KAFKA_BROKERS: endpoints.kafkaBrokers.join(','),
+    CASSANDRA_CONTACT_POINTS: endpoints.cassandraContactPoints.join(','),
+    CASSANDRA_LOCAL_DC: endpoints.cassandraLocalDc,
+    SCHEMA_REGISTRY_URL: endpoints.schemaRegistryUrl,
+  };
 }

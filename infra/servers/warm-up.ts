@@ -3,8 +3,10 @@
  * minutes of load after a start are several times slower than later ones (issue 29: the first bench runs after a start
  * gave a p99 of 209 ms where warm ones gave 130 and less). So a server this process started is first given some load
  * of the kinds the services make: idempotent acks=all produces and group fetches on a scratch topic; prepared writes,
- * unlogged batches, partition reads and lightweight transactions at LOCAL_QUORUM on a scratch keyspace. Its rows
- * expire and the topic keeps ten minutes, so nothing accumulates across starts.
+ * unlogged batches, partition reads and lightweight transactions at LOCAL_QUORUM on a scratch keyspace; and, beside
+ * them, the router and dispatcher themselves delivering on scratch topics (./warm-up-pipeline.ts), since generic load
+ * left most of the JIT's work for the first real minute. Its rows expire and the topic keeps ten minutes, so nothing
+ * accumulates across starts.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { connectCassandra, connectSchemaAdmin, types, type CassandraClient } from '../../core/cassandra.ts';
@@ -14,6 +16,8 @@ import { applyTopics, createKafka, Publisher, tailTopic, type OutgoingRecord } f
 import { createLogger } from '../../core/log.ts';
 import type { ServerEndpoints } from '../servers.ts';
 import type { Progress } from './server-def.ts';
+import { endpointsEnv, errorMessage, secondsSince } from './util.ts';
+import { openPipeline, type PipelineWarmUp } from './warm-up-pipeline.ts';
 
 export const WARM_UP_TOPIC = '_core_warm_up';
 export const WARM_UP_KEYSPACE = 'core_warm_up';
@@ -30,11 +34,16 @@ export function warmUpMs(setting: string | undefined): number {
   return ms;
 }
 const DEFAULT_WARM_UP_MS = 60_000;
+/** Callers of the generic loads: few enough to leave the pipeline's pace its share of the machine. */
+const GENERIC_KAFKA_CALLERS = 2;
+const GENERIC_CASSANDRA_CALLERS = 8;
 
 /** What a warm-up did: requests each server answered in the time given. */
 export interface WarmUpReport {
   kafka?: { produced: number; consumed: number };
   cassandra?: { requests: number };
+  /** Events published to the scratch pipeline and deliveries its receiver got. */
+  pipeline?: PipelineWarmUp;
 }
 
 /** Loads the `servers` named for `ms`, then answers what each carried. */
@@ -46,17 +55,35 @@ export async function warmUp(
 ): Promise<WarmUpReport> {
   if (ms <= 0 || servers.length === 0) return {};
   const t0 = Date.now();
-  const until = t0 + ms;
+  // The scratch pipeline first, alone: its schema changes are slow on a cold Cassandra, slower beside the loads. Speed
+  // only: without it the generic loads still run.
+  const pipeline = await openPipeline(endpoints).catch((error: unknown) => {
+    progress(`warm-up: no scratch pipeline, generic load only (${errorMessage(error)})`);
+    return undefined;
+  });
+  if (pipeline) progress(`warm-up: a router and a dispatcher on scratch topics, ready in ${secondsSince(t0)}`);
+  const until = Date.now() + ms;
   progress(`warm-up: loading ${servers.join(' and ')} for ${Math.round(ms / 1000)} s (SERVERS_WARM_UP=0 skips it)…`);
-  const [kafka, cassandra] = await Promise.all([
+  const [kafka, cassandra, delivered] = await Promise.all([
     servers.includes('kafka') ? warmKafka(endpoints, until) : undefined,
     servers.includes('cassandra') ? warmCassandra(endpoints, until) : undefined,
-  ]);
-  const report: WarmUpReport = { ...(kafka && { kafka }), ...(cassandra && { cassandra }) };
+    pipeline?.load(until),
+  ]).finally(() =>
+    pipeline
+      ?.close()
+      .catch((error: unknown) => progress(`warm-up: scratch pipeline not removed (${errorMessage(error)})`)),
+  );
+  const report: WarmUpReport = {
+    ...(kafka && { kafka }),
+    ...(cassandra && { cassandra }),
+    ...(delivered && { pipeline: delivered }),
+  };
   const parts = [
     kafka &&
       `kafka ${kafka.produced.toLocaleString('en-US')} records produced and ${kafka.consumed.toLocaleString('en-US')} consumed`,
     cassandra && `cassandra ${cassandra.requests.toLocaleString('en-US')} requests`,
+    delivered &&
+      `${delivered.delivered.toLocaleString('en-US')} deliveries of ${delivered.published.toLocaleString('en-US')} events`,
   ].filter(Boolean);
   progress(`warm-up: ${parts.join(', ')} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   return report;
@@ -82,7 +109,7 @@ async function warmKafka(endpoints: ServerEndpoints, until: number): Promise<{ p
   const value = randomBytes(800);
   try {
     await Promise.all(
-      Array.from({ length: 4 }, async () => {
+      Array.from({ length: GENERIC_KAFKA_CALLERS }, async () => {
         // One batch at least (the setup may take the whole time on a loaded machine), and on until the group has read
         // a record (it joins at the end of the topic, perhaps after the first batches), 10 s past the time at most.
         for (
@@ -111,10 +138,7 @@ async function warmKafka(endpoints: ServerEndpoints, until: number): Promise<{ p
 /** Writes alone and batched, reads of a partition, and compare-and-sets, by a few concurrent callers. */
 async function warmCassandra(endpoints: ServerEndpoints, until: number): Promise<{ requests: number }> {
   const config = loadConfig({
-    KAFKA_BROKERS: endpoints.kafkaBrokers.join(','),
-    CASSANDRA_CONTACT_POINTS: endpoints.cassandraContactPoints.join(','),
-    CASSANDRA_LOCAL_DC: endpoints.cassandraLocalDc,
-    SCHEMA_REGISTRY_URL: endpoints.schemaRegistryUrl,
+    ...endpointsEnv(endpoints),
   });
   const admin = await connectSchemaAdmin(config);
   let db: CassandraClient | undefined;
@@ -136,7 +160,7 @@ async function warmCassandra(endpoints: ServerEndpoints, until: number): Promise
     const insert = 'INSERT INTO rows (k, c, v, n) VALUES (?, ?, ?, ?)';
     let requests = 0;
     await Promise.all(
-      Array.from({ length: 24 }, async (_, worker) => {
+      Array.from({ length: GENERIC_CASSANDRA_CALLERS }, async (_, worker) => {
         // One round at least: connecting and creating the tables may take the whole time on a loaded machine.
         for (let round = 0; round === 0 || Date.now() < until; round += 1) {
           const k = `w${worker}-${round % 50}`;

@@ -2,7 +2,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ensureServers, type StartedServers } from '../../infra/servers.ts';
+import { connectSchemaAdmin } from '../../core/cassandra.ts';
+import { loadConfig } from '../../core/config.ts';
+import { createKafka } from '../../core/kafka.ts';
+import { createLogger } from '../../core/log.ts';
+import { endpointsEnv } from '../../infra/servers/util.ts';
 import { warmUp } from '../../infra/servers/warm-up.ts';
+import { WARM_UP_PIPELINE_KEYSPACE, WARM_UP_PIPELINE_PREFIX } from '../../infra/servers/warm-up-pipeline.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../.local');
 const hasExternal = ['KAFKA_BROKERS', 'CASSANDRA_CONTACT_POINTS', 'SCHEMA_REGISTRY_URL'].every((v) => process.env[v]);
@@ -60,8 +66,8 @@ describe('ensureServers', () => {
   });
 
   it(
-    'warms Kafka and Cassandra up with produces, group fetches, writes, reads and compare-and-sets',
-    { timeout: 60_000 },
+    'warms Kafka and Cassandra up with produces, group fetches, writes, reads, compare-and-sets and the delivery path',
+    { timeout: 90_000 },
     async () => {
       const servers = first ?? (await ensureServers({ root }));
       const said: string[] = [];
@@ -71,9 +77,34 @@ describe('ensureServers', () => {
       expect(report.kafka?.produced).toBeGreaterThan(0);
       expect(report.kafka?.consumed).toBeGreaterThan(0);
       expect(report.cassandra?.requests).toBeGreaterThan(0);
+      // The services' own path: every event published went through a router and a dispatcher to both subscriptions
+      // of its tenant.
+      expect(report.pipeline?.published).toBeGreaterThan(0);
+      expect(report.pipeline?.delivered).toBe(report.pipeline!.published * 2);
       expect(said.at(-1)).toMatch(
-        /^warm-up: kafka [\d,]+ records produced and [\d,]+ consumed, cassandra [\d,]+ requests in [\d.]+ s$/,
+        /^warm-up: kafka [\d,]+ records produced and [\d,]+ consumed, cassandra [\d,]+ requests, [\d,]+ deliveries of [\d,]+ events in [\d.]+ s$/,
       );
+      // Nothing of the scratch pipeline is left: its keyspace and its topics are gone.
+      const config = loadConfig({
+        ...endpointsEnv(servers),
+      });
+      const db = await connectSchemaAdmin(config);
+      try {
+        const keyspaces = await db.execute(
+          'SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?',
+          [WARM_UP_PIPELINE_KEYSPACE],
+        );
+        expect(keyspaces.rowLength).toBe(0);
+      } finally {
+        await db.shutdown();
+      }
+      const admin = createKafka(servers.kafkaBrokers, 'servers-test', createLogger('servers-test', 'error')).admin();
+      await admin.connect();
+      try {
+        expect((await admin.listTopics()).filter((topic) => topic.startsWith(WARM_UP_PIPELINE_PREFIX))).toEqual([]);
+      } finally {
+        await admin.disconnect();
+      }
     },
   );
 });
