@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Catalogue, type EventTypeEntry, type PartitionOffsets } from '../core/catalogue.ts';
 import { requireSecrets, type Config } from '../core/config.ts';
+import { RequestBudget } from '../core/budget.ts';
 import { createTokenVerifier } from '../core/auth/verifier.ts';
 import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import { IntegratorStore } from '../core/integrators/integrator-store.ts';
@@ -142,7 +143,11 @@ export async function startGateway(
     replayJobs,
     purchase: purchase ? { store: purchase.store } : undefined,
     readiness,
-    requestBudgetMs: config.gateway.requestBudgetMs,
+    requestBudget: new RequestBudget(
+      config.gateway.requestBudgetMs,
+      config.gateway.degradedBudgetMs,
+      config.gateway.degradedWindowMs,
+    ),
     // The operator console calls the webhook API; its sign-in goes to the identity provider through the gateway.
     console: apis.webhook
       ? { root: CONSOLE_ROOT, tokenUrl: `${config.auth.url}/oauth/token`, audience: config.auth.audience }

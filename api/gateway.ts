@@ -1,12 +1,12 @@
 import { installRequestSpans } from '../core/http/request-spans.ts';
 import swagger from '@fastify/swagger';
 import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { installRequestBudget } from '../core/budget.ts';
+import { installRequestBudget, type RequestBudget } from '../core/budget.ts';
 import type { Logger } from '../core/log.ts';
 import { authPlugin, type IntegratorDirectory } from '../core/auth/fastify-auth.ts';
 import type { TokenVerifier } from '../core/auth/verifier.ts';
 import { documentOf, problemSchema, type OpenApiDocument } from '../core/http/openapi.ts';
-import { clientErrorHandler, installErrorHandler, sendProblem } from '../core/http/problem.ts';
+import { clientErrorHandler, installErrorHandler, isDependencyFailure, sendProblem } from '../core/http/problem.ts';
 import { buildValidator } from '../core/http/validation.ts';
 import { purchaseRoutes } from '../producer/purchase-routes.ts';
 import { purchaseComponents, purchaseOverrides } from '../producer/purchase-schemas.ts';
@@ -30,10 +30,11 @@ export interface GatewayDeps {
   /** What GET /ready checks: each dependency by name, answering whether it is usable now. */
   readiness: ReadinessCheck[];
   /**
-   * How long one API request may wait for its dependencies in all (GATEWAY_REQUEST_BUDGET), counted from its
-   * arrival: each Cassandra or Kafka call gets what is left, and a spent budget answers 503. Absent: no budget.
+   * How long one API request may wait for its dependencies in all (GATEWAY_REQUEST_BUDGET, or the degraded budget
+   * while a dependency has just failed), counted from its arrival: each Cassandra or Kafka call gets what is left, and
+   * a spent budget answers 503. Absent: no budget.
    */
-  requestBudgetMs?: number;
+  requestBudget?: RequestBudget;
 }
 
 /** One dependency of readiness; `ready` may also throw (not ready). */
@@ -62,7 +63,7 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
   });
   installErrorHandler(app);
   installRequestSpans(app);
-  if (deps.requestBudgetMs !== undefined) installRequestBudget(app, deps.requestBudgetMs);
+  if (deps.requestBudget) installRequestBudget(app, deps.requestBudget, isDependencyFailure);
   await app.register(swagger, {
     openapi: {
       openapi: '3.0.3',

@@ -1,7 +1,7 @@
 import fastify from 'fastify';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { budgetLeft, callTimeout, installRequestBudget, settleWithin, withinBudget } from './budget.ts';
+import { budgetLeft, callTimeout, installRequestBudget, RequestBudget, settleWithin, withinBudget } from './budget.ts';
 import { DependencyUnavailableError } from './errors.ts';
 
 describe('request budget', () => {
@@ -61,7 +61,7 @@ describe('request budget', () => {
 
   it('reaches the handlers of a fastify app, those with a parsed body too, counted from the arrival', async () => {
     const app = fastify();
-    installRequestBudget(app, 5_000);
+    installRequestBudget(app, new RequestBudget(5_000, 1_000, 10_000), () => false);
     app.post('/with-body', async (request) => {
       await sleep(1);
       return { left: budgetLeft(), echoed: request.body };
@@ -89,7 +89,7 @@ describe('request budget', () => {
 
   it('answers calls made after the budget of a slow request is spent with DependencyUnavailableError', async () => {
     const app = fastify();
-    installRequestBudget(app, 20);
+    installRequestBudget(app, new RequestBudget(20, 20, 10_000), () => false);
     app.get('/slow', async () => {
       await sleep(40);
       try {
@@ -102,5 +102,49 @@ describe('request budget', () => {
     const answer = await app.inject({ method: 'GET', url: '/slow' });
     await app.close();
     expect(answer.json()).toEqual({ refused: true });
+  });
+
+  it('gives the degraded budget for its window after a dependency failure, then the normal one again', () => {
+    let now = 1_000_000;
+    const budget = new RequestBudget(10_000, 1_500, 10_000, () => now);
+    expect([budget.degraded, budget.ms]).toEqual([false, 10_000]);
+    budget.failed();
+    expect([budget.degraded, budget.ms]).toEqual([true, 1_500]);
+    now += 9_999;
+    expect(budget.ms).toBe(1_500);
+    // Another failure within the window starts it again.
+    budget.failed();
+    now += 9_999;
+    expect(budget.ms).toBe(1_500);
+    now += 1;
+    expect([budget.degraded, budget.ms]).toEqual([false, 10_000]);
+    // A degraded budget longer than the normal one never lengthens it.
+    const short = new RequestBudget(1_000, 1_500, 10_000, () => now);
+    short.failed();
+    expect(short.ms).toBe(1_000);
+  });
+
+  it("degrades a fastify app's budget when a request fails for a dependency, not for another error", async () => {
+    const app = fastify();
+    const budget = new RequestBudget(10_000, 1_500, 60_000);
+    installRequestBudget(app, budget, (error) => error instanceof DependencyUnavailableError);
+    app.get('/left', async () => ({ left: budgetLeft() }));
+    app.get('/bug', async () => {
+      throw new Error('a bug, not a dependency');
+    });
+    app.get('/down', async () => {
+      throw new DependencyUnavailableError('Cassandra');
+    });
+    try {
+      const left = async () => (await app.inject({ method: 'GET', url: '/left' })).json<{ left: number }>().left;
+      expect(await left()).toBeGreaterThan(1_500);
+      expect((await app.inject({ method: 'GET', url: '/bug' })).statusCode).toBe(500);
+      expect(await left()).toBeGreaterThan(1_500);
+      await app.inject({ method: 'GET', url: '/down' });
+      expect(budget.degraded).toBe(true);
+      expect(await left()).toBeLessThanOrEqual(1_500);
+    } finally {
+      await app.close();
+    }
   });
 });

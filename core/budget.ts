@@ -57,9 +57,48 @@ export async function settleWithin<T>(work: Promise<T>, ms: number, dependency: 
 }
 
 /**
- * Gives every request of `app` a budget of `ms` counted from its arrival. The callback-style preHandler calls the rest
- * (later hooks, then the handler) inside `done`, so whatever they await carries it.
+ * The budget a request starts with: `normalMs`, or `degradedMs` for `windowMs` after a request found a dependency
+ * unavailable. A Cassandra that lost its quorum and is getting it back answers, but slowly, and a call making several
+ * requests could wait its whole budget before its 503 (or its 200): while it recovers, callers hear at once.
  */
-export function installRequestBudget(app: FastifyInstance, ms: number): void {
-  app.addHook('preHandler', (_request, reply, done) => withinBudget(ms - reply.elapsedTime, done));
+export class RequestBudget {
+  private failedAt = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    readonly normalMs: number,
+    readonly degradedMs: number,
+    readonly windowMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** A request found a dependency unavailable. */
+  failed(): void {
+    this.failedAt = this.now();
+  }
+
+  /** Whether a dependency failed within the window. */
+  get degraded(): boolean {
+    return this.now() - this.failedAt < this.windowMs;
+  }
+
+  /** The budget of a request arriving now. */
+  get ms(): number {
+    return this.degraded ? Math.min(this.normalMs, this.degradedMs) : this.normalMs;
+  }
+}
+
+/**
+ * Gives every request of `app` its budget (`budget.ms` when it arrives, counted from its arrival), and tells `budget`
+ * of every request whose error `isFailure` calls a dependency's. The callback-style preHandler calls the rest (later
+ * hooks, then the handler) inside `done`, so whatever they await carries it.
+ */
+export function installRequestBudget(
+  app: FastifyInstance,
+  budget: RequestBudget,
+  isFailure: (error: Error) => boolean,
+): void {
+  app.addHook('preHandler', (_request, reply, done) => withinBudget(budget.ms - reply.elapsedTime, done));
+  app.addHook('onError', async (_request, _reply, error) => {
+    if (isFailure(error)) budget.failed();
+  });
 }

@@ -45,6 +45,9 @@ export interface Config {
     readonly dependencyTimeoutMs: number;
     /** How long an API request waits for its Cassandra and Kafka calls in all (budget.ts) before it answers 503. */
     readonly requestBudgetMs: number;
+    /** The same while a dependency has failed within `degradedWindowMs` (GATEWAY_DEGRADED_BUDGET, _WINDOW). */
+    readonly degradedBudgetMs: number;
+    readonly degradedWindowMs: number;
   };
   readonly auth: {
     readonly url: string;
@@ -212,6 +215,8 @@ export function loadConfig(env: Env = process.env): Config {
       port: read.integer('GATEWAY_PORT', Number(gatewayUrl.port || 80), 0, 65535),
       dependencyTimeoutMs: read.duration('GATEWAY_DEPENDENCY_TIMEOUT', '1500ms'),
       requestBudgetMs: read.duration('GATEWAY_REQUEST_BUDGET', '10s'),
+      degradedBudgetMs: read.duration('GATEWAY_DEGRADED_BUDGET', '1500ms'),
+      degradedWindowMs: read.duration('GATEWAY_DEGRADED_WINDOW', '10s'),
     },
     auth: {
       url: authUrl.replace(/\/$/, ''),

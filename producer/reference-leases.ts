@@ -1,6 +1,7 @@
 import { types, type CassandraClient } from '../core/cassandra.ts';
 import { isCasTimeout } from './cas.ts';
-import { outsideBudget } from '../core/budget.ts';
+import { budgetLeft, outsideBudget } from '../core/budget.ts';
+import { DependencyUnavailableError } from '../core/errors.ts';
 
 /** Largest block of references a process leases at once: at most this many are left unused by a crash. */
 export const MAX_LEASE = 100;
@@ -49,10 +50,32 @@ export class ReferenceLeases {
     const lease = this.leaseOf(tenantId);
     const value = take(lease);
     if (value !== undefined) return Promise.resolve(value);
+    const left = budgetLeft();
     return new Promise((resolve, reject) => {
-      lease.waiting.push({ resolve, reject });
+      let timer: NodeJS.Timeout | undefined;
+      const waiter = {
+        resolve: (leased: bigint) => {
+          clearTimeout(timer);
+          resolve(leased);
+        },
+        reject: (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      };
+      lease.waiting.push(waiter);
       // Served for every request waiting on the tenant, not only the one that found the block used up.
       if (!lease.leasing) void outsideBudget(() => this.serve(tenantId, lease));
+      // The block is leased outside any request's budget, but a request waits for it no longer than what is left of
+      // its own. One that gives up is not handed a value: the block keeps it for the next caller, leaving no gap.
+      if (left !== undefined) {
+        timer = setTimeout(() => {
+          const index = lease.waiting.indexOf(waiter);
+          if (index < 0) return;
+          lease.waiting.splice(index, 1);
+          reject(new DependencyUnavailableError('Cassandra'));
+        }, left);
+      }
     });
   }
 
