@@ -6,7 +6,8 @@ import type { Logger } from '../core/log.ts';
 import { authPlugin, type IntegratorDirectory } from '../core/auth/fastify-auth.ts';
 import type { TokenVerifier } from '../core/auth/verifier.ts';
 import { documentOf, problemSchema, type OpenApiDocument } from '../core/http/openapi.ts';
-import { clientErrorHandler, installErrorHandler, isDependencyFailure, sendProblem } from '../core/http/problem.ts';
+import { clientErrorHandler, installErrorHandler, sendProblem } from '../core/http/problem.ts';
+import { isUnreachable } from '../core/cassandra.ts';
 import { buildValidator } from '../core/http/validation.ts';
 import { purchaseRoutes } from '../producer/purchase-routes.ts';
 import { purchaseComponents, purchaseOverrides } from '../producer/purchase-schemas.ts';
@@ -63,7 +64,7 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
   });
   installErrorHandler(app);
   installRequestSpans(app);
-  if (deps.requestBudget) installRequestBudget(app, deps.requestBudget, isDependencyFailure);
+  if (deps.requestBudget) installRequestBudget(app, deps.requestBudget, isUnreachable);
   await app.register(swagger, {
     openapi: {
       openapi: '3.0.3',

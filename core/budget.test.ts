@@ -124,25 +124,45 @@ describe('request budget', () => {
     expect(short.ms).toBe(1_000);
   });
 
-  it("degrades a fastify app's budget when a request fails for a dependency, not for another error", async () => {
+  it("degrades a fastify app's budget when a request fails for a dependency, and only its normal budget's running out or an unreachable dependency prolong it", async () => {
+    let now = 1_000_000;
+    const budget = new RequestBudget(200, 50, 60_000, () => now);
     const app = fastify();
-    const budget = new RequestBudget(10_000, 1_500, 60_000);
-    installRequestBudget(app, budget, (error) => error instanceof DependencyUnavailableError);
+    installRequestBudget(app, budget, (error) => error.message === 'no host');
     app.get('/left', async () => ({ left: budgetLeft() }));
     app.get('/bug', async () => {
       throw new Error('a bug, not a dependency');
     });
-    app.get('/down', async () => {
-      throw new DependencyUnavailableError('Cassandra');
+    app.get('/unreachable', async () => {
+      throw new Error('no host');
     });
+    // Past either budget, then a call: the spent budget answers DependencyUnavailableError.
+    app.get('/slow', async () => {
+      await sleep(250);
+      callTimeout('Cassandra', 1_500);
+      return {};
+    });
+    const get = (url: string) => app.inject({ method: 'GET', url });
     try {
-      const left = async () => (await app.inject({ method: 'GET', url: '/left' })).json<{ left: number }>().left;
-      expect(await left()).toBeGreaterThan(1_500);
-      expect((await app.inject({ method: 'GET', url: '/bug' })).statusCode).toBe(500);
-      expect(await left()).toBeGreaterThan(1_500);
-      await app.inject({ method: 'GET', url: '/down' });
+      expect((await get('/left')).json<{ left: number }>().left).toBeGreaterThan(50);
+      expect((await get('/bug')).statusCode).toBe(500);
+      expect(budget.degraded).toBe(false);
+      // The normal budget ran out: degraded.
+      await get('/slow');
       expect(budget.degraded).toBe(true);
-      expect(await left()).toBeLessThanOrEqual(1_500);
+      expect((await get('/left')).json<{ left: number }>().left).toBeLessThanOrEqual(50);
+      now += 60_000;
+      expect(budget.degraded).toBe(false);
+      // The dependency unreachable: degraded, and prolonged by another such failure.
+      await get('/unreachable');
+      now += 59_000;
+      await get('/unreachable');
+      now += 59_000;
+      expect(budget.degraded).toBe(true);
+      // The degraded budget running out does not prolong it.
+      await get('/slow');
+      now += 1_000;
+      expect(budget.degraded).toBe(false);
     } finally {
       await app.close();
     }

@@ -89,16 +89,25 @@ export class RequestBudget {
 
 /**
  * Gives every request of `app` its budget (`budget.ms` when it arrives, counted from its arrival), and tells `budget`
- * of every request whose error `isFailure` calls a dependency's. The callback-style preHandler calls the rest (later
- * hooks, then the handler) inside `done`, so whatever they await carries it.
+ * of requests that failed for a dependency: one that `isUnreachable` (the driver found no host, or not enough replicas),
+ * or one whose bound ran out while it had the normal budget. A request that ran out of the degraded budget does not
+ * prolong it: a call that is slow even when all is well (a 5,000-row order) and is retried would otherwise keep the
+ * degraded budget, and its own 503s, going for ever.
+ * The callback-style preHandler calls the rest (later hooks, then the handler) inside `done`, so whatever they await
+ * carries it.
  */
 export function installRequestBudget(
   app: FastifyInstance,
   budget: RequestBudget,
-  isFailure: (error: Error) => boolean,
+  isUnreachable: (error: Error) => boolean,
 ): void {
-  app.addHook('preHandler', (_request, reply, done) => withinBudget(budget.ms - reply.elapsedTime, done));
-  app.addHook('onError', async (_request, _reply, error) => {
-    if (isFailure(error)) budget.failed();
+  const degraded = new WeakSet<object>();
+  app.addHook('preHandler', (request, reply, done) => {
+    if (budget.degraded) degraded.add(request);
+    withinBudget(budget.ms - reply.elapsedTime, done);
+  });
+  app.addHook('onError', async (request, _reply, error) => {
+    const ranOut = error instanceof DependencyUnavailableError && !degraded.has(request);
+    if (ranOut || isUnreachable(error)) budget.failed();
   });
 }

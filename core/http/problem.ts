@@ -7,11 +7,6 @@ import { ConflictError, DependencyUnavailableError, DomainError, InvalidInputErr
 /** Seconds a client is asked to wait before retrying a request refused because a dependency is down. */
 const RETRY_AFTER_SECONDS = 2;
 
-/** An error that means Cassandra or Kafka is unavailable now: answered 503 with Retry-After. */
-export function isDependencyFailure(error: unknown): boolean {
-  return error instanceof DependencyUnavailableError || isUnreachable(error);
-}
-
 /** An RFC 9457 problem document. */
 export interface Problem {
   type: string;
@@ -59,7 +54,7 @@ export function installErrorHandler(app: FastifyInstance): void {
     if (error instanceof ConflictError) {
       return sendProblem(reply, { status: 409, title: 'Conflict', detail: error.message });
     }
-    if (isDependencyFailure(error)) {
+    if (error instanceof DependencyUnavailableError || isUnreachable(error)) {
       // Cassandra or Kafka is down or frozen: answer now, never hang; the same request succeeds once it is back.
       request.log.warn({ err: error }, 'dependency unavailable');
       const detail =
