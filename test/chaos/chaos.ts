@@ -13,6 +13,7 @@
  *   kafka       kill -9 of the shared local broker, restarted --kafka-down s later by infra/servers.ts
  *   cassandra   SIGSTOP of the shared local Cassandra for --cassandra-freeze s, then SIGCONT
  *   registry    kill -9 of the shared local schema registry, restarted by infra/servers.ts
+ *   services-roll  with --production-shape (three dispatchers, two routers, two gateways): as on the cluster, below
  * With --cluster, on the local cluster (infra/servers/cluster.ts: 3 brokers, 3 Cassandra nodes; topics of 3 replicas,
  * 2 in sync, keyspace of replication factor 3), with these faults:
  *   none               baseline
@@ -31,7 +32,8 @@
  *   kafka-quorum       kill -9 of two of the three brokers, restarted --broker-down s later
  * The servers are shared: whatever is killed or frozen is restored in a finally and on SIGINT/SIGTERM.
  * Prints one Markdown table row per fault: delivered/expected, duplicates, time to recover, API answers during it.
- * --json F also writes the rows to F. Exits 1 when a delivery was lost, a fault could not be run or the suite failed.
+ * --json F also writes the rows to F, --receipts F every receipt (event, entity, subscription, time), --log-level the
+ * services' (warn). Exits 1 when a delivery was lost, a fault could not be run or the suite failed.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -74,7 +76,16 @@ import {
   terminateServer,
 } from './shared-servers.ts';
 
-const SINGLE_FAULTS = ['none', 'dispatcher', 'router', 'gateway', 'kafka', 'cassandra', 'registry'] as const;
+const SINGLE_FAULTS = [
+  'none',
+  'dispatcher',
+  'router',
+  'gateway',
+  'kafka',
+  'cassandra',
+  'registry',
+  'services-roll',
+] as const;
 const CLUSTER_FAULTS = [
   'none',
   'kafka-leader',
@@ -95,6 +106,7 @@ const { values } = parseArgs({
   options: {
     cluster: { type: 'boolean', default: false },
     lean: { type: 'boolean', default: false },
+    'production-shape': { type: 'boolean', default: false },
     only: { type: 'string', multiple: true },
     rate: { type: 'string', default: '40' },
     seconds: { type: 'string', default: '20' },
@@ -105,15 +117,18 @@ const { values } = parseArgs({
     partition: { type: 'string', default: '30' },
     'registry-down': { type: 'string', default: '5' },
     json: { type: 'string' },
+    'log-level': { type: 'string', default: 'warn' },
+    receipts: { type: 'string' },
   },
 });
 const cluster = values.cluster;
 /**
  * On the cluster, the services in the shape a platform team deploys them (CLUSTER_SERVICES) unless --lean: one gateway,
  * one router and two dispatchers, as without --cluster, for a fault that needs no more (npm test's cluster project:
- * seven services beside seven JVMs overload a 2-core machine).
+ * seven services beside seven JVMs overload a 2-core machine). --production-shape runs that shape on the single
+ * servers too: the services' roll without the cluster's JVMs, to tell what the services cost from what the machine does.
  */
-const productionShape = cluster && !values.lean;
+const productionShape = (cluster && !values.lean) || values['production-shape'];
 const FAULTS: readonly FaultName[] = cluster ? CLUSTER_FAULTS : SINGLE_FAULTS;
 const only = (values.only ?? []).flatMap((value) => value.split(','));
 for (const name of only) {
@@ -182,7 +197,7 @@ const env: Record<string, string> = {
   WEBHOOK_ALLOW_HTTP: 'true',
   WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
   GATEWAY_BASE_URL: `http://127.0.0.1:${gatewayPort}`,
-  LOG_LEVEL: 'warn',
+  LOG_LEVEL: values['log-level'],
 };
 const logger = createLogger('chaos', 'warn');
 say(
@@ -625,7 +640,7 @@ try {
     },
     'services-roll': {
       plannedMs: BEFORE_MS + CLUSTER_SERVICES.length * 25_000 + AFTER_MS,
-      cannot: async () => (productionShape ? undefined : 'needs --cluster without --lean'),
+      cannot: async () => (productionShape ? undefined : 'needs --production-shape, or --cluster without --lean'),
       run: async (mark) => {
         // As a Deployment's rolling update: one process at a time told to stop (SIGTERM: it finishes what it holds and
         // leaves its consumer group), replaced (here by its supervisor), ready again before the next. A gateway is
@@ -839,6 +854,7 @@ try {
 } finally {
   await restoreAll(say);
   await cleanup();
+  if (values.receipts) writeFileSync(values.receipts, JSON.stringify(receivers.receipts));
 }
 
 /** First receipts per second of the phase's orders, from `from` on. */
