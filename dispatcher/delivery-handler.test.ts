@@ -928,6 +928,27 @@ describe('delivery handler: duplicates and poison', () => {
     expect(t.attempts.recordAttempt).toHaveBeenCalledTimes(1);
   });
 
+  it.each([
+    ['unmarked, after an unmarked original', false],
+    ['unmarked, after a marked original (the repeat routed first)', true],
+  ])(
+    'a second record of a series arriving while the first is being sent here, %s, is skipped, not sent twice',
+    async (_name, firstMarked) => {
+      // Two routings of one event at once (two gateways' relays published it) may both go out unmarked: neither found
+      // the other's rows. A record of a series already in flight here is a duplicate whatever its mark says.
+      let answer: (result: AttemptResult) => void = () => undefined;
+      const t = setup({ state: undefined });
+      t.send.mockImplementationOnce(() => new Promise<AttemptResult>((resolve) => (answer = resolve)));
+      const original = t.handle({ ...deliveryRecord(), ...(firstMarked ? { mayBeDuplicate: true } : {}) });
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      await t.handle(deliveryRecord());
+      answer(ok(204));
+      await original;
+      expect(t.send).toHaveBeenCalledTimes(1);
+      expect(t.attempts.recordAttempt).toHaveBeenCalledTimes(1);
+    },
+  );
+
   it('reads no state for a record that cannot be a duplicate', async () => {
     const t = setup();
     await t.handle(deliveryRecord());

@@ -548,6 +548,9 @@ export function createDeliveryHandler(
     // an ordered delivery: the first may only be waiting or hopping toward a check, and the second be its turn come.
     // It waits for the first to finish (holding no slot), then decides from what the first left.
     let busy = handling.get(record.deliveryId);
+    // Whatever its mark says: two routings of one event at once (two relays published it) both go out unmarked when
+    // neither finds the other's rows, and the record the router marked may come first.
+    if (busy !== undefined && !record.mayBeDuplicate) record = { ...record, mayBeDuplicate: true };
     while (record.mayBeDuplicate && busy !== undefined && busy.attempt >= record.attempt) {
       if (!isOrdered(record)) return skipDuplicate(record, 'in flight');
       slot?.release();

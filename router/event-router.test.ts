@@ -6,6 +6,7 @@ import { buildEnvelope } from '../core/envelope.ts';
 import { deliveryIdFor } from '../core/ids.ts';
 import { blankSubscription, type Subscription } from '../core/subscriptions/subscription.ts';
 import { routeEvent, type RouterDeps } from './event-router.ts';
+import { EventTurns } from './event-turns.ts';
 
 const LIMIT = 204_800;
 const RECEIVED_AT = Date.UTC(2025, 2, 3, 4, 5, 6, 789);
@@ -525,5 +526,64 @@ describe('routeEvent with subscription filters', () => {
       await routeEvent(event, RECEIVED_AT, { ...repeat.deps, source: { ...position.source, offset: 30 } }, true);
       expect(repeat.calls.map((c) => c.kind)).toEqual(['subscriptionsOf', 'publish']);
     });
+  });
+});
+
+describe('copies of one event routed at once (EventTurns)', () => {
+  /** A store whose rows land a moment after the write is issued (as on Cassandra), read by routedBefore. */
+  function slowRows() {
+    const { deps, calls } = fakes([subscription('s1'), subscription('s2')]);
+    const rows = new Map<string, DeliveryStatus>();
+    deps.store.createDeliveries = async (_event, deliveries) => {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      for (const delivery of deliveries) rows.set(delivery.id, delivery.status);
+    };
+    deps.store.routedBefore = async (_tenantId, _eventId, ids) =>
+      new Map(ids.filter((id) => rows.has(id)).map((id) => [id, rows.get(id)!]));
+    return { deps, calls };
+  }
+  const marks = (records: DeliveryRecord[]) => records.map((record) => record.mayBeDuplicate === true);
+
+  it('the copy that comes second waits for the first and goes out marked, the first unmarked', async () => {
+    const { deps } = slowRows();
+    const turns = new EventTurns();
+    const key = `${event.tenantId}\u0000${event.eventId}`;
+    // The relay's sweep copy first (marked), the commit's copy right after it, as the chaos suite saw them.
+    const [sweep, commit] = await Promise.all([
+      turns.run(key, () => routeEvent(event, RECEIVED_AT, deps, true)),
+      turns.run(key, (afterAnother) => routeEvent(event, RECEIVED_AT, deps, afterAnother)),
+    ]);
+    expect(marks(sweep)).toEqual([false, false]);
+    expect(marks(commit)).toEqual([true, true]);
+  });
+
+  it('without the turns both copies find no rows and both go out unmarked (the defect it removes)', async () => {
+    const { deps } = slowRows();
+    const [sweep, commit] = await Promise.all([
+      routeEvent(event, RECEIVED_AT, deps, true),
+      routeEvent(event, RECEIVED_AT, deps, false),
+    ]);
+    expect([...marks(sweep), ...marks(commit)]).toEqual([false, false, false, false]);
+  });
+
+  it('other events do not wait, a failed routing does not hold the next copy, and nothing is kept afterwards', async () => {
+    const turns = new EventTurns();
+    const order: string[] = [];
+    let fail!: (error: Error) => void;
+    const first = turns.run('a', () => new Promise<void>((_resolve, reject) => (fail = reject)));
+    const second = turns.run('a', async (afterAnother) => {
+      order.push(`a again ${afterAnother}`);
+    });
+    await turns.run('b', async (afterAnother) => {
+      order.push(`b ${afterAnother}`);
+    });
+    fail(new Error('cassandra unavailable'));
+    await expect(first).rejects.toThrow('cassandra unavailable');
+    await second;
+    expect(order).toEqual(['b false', 'a again true']);
+    await turns.run('a', async (afterAnother) => {
+      order.push(`a later ${afterAnother}`);
+    });
+    expect(order.at(-1)).toBe('a later false');
   });
 });

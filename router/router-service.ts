@@ -17,6 +17,7 @@ import { storedEvent, type StoredEvent } from '../core/deliveries/delivery.ts';
 import { newId } from '../core/ids.ts';
 import { ReplayJobStore } from '../core/replay-jobs/replay-job-store.ts';
 import { ReplayRunner } from './replay-runner.ts';
+import { EventTurns } from './event-turns.ts';
 import { SourceOrder } from './source-order.ts';
 
 interface IntegrationEvent extends Omit<StoredEvent, 'payload'> {
@@ -43,6 +44,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
   readiness.set('schema registry', () => undefined); // it answered: the codecs above were fetched
   const publisher = await Publisher.connect(platform.kafka);
   const sourceOrder = new SourceOrder();
+  const turns = new EventTurns();
   const consumer = new ConsumerRunner(platform.kafka, {
     groupId: `${config.kafka.topicPrefix}webhook-router`,
     topics: config.kafka.sourceTopics,
@@ -82,7 +84,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
       const decoded = await eventCodec.decode(record.value);
       const event = storedEvent(decoded, decoded.payload);
       const entity = `${event.tenantId}\u0000${event.entityId}`;
-      const mayBeRepeat = record.redelivered === true || record.headers[MAY_BE_DUPLICATE_HEADER] === '1';
+      const marked = record.redelivered === true || record.headers[MAY_BE_DUPLICATE_HEADER] === '1';
       // The routing span, child of the event's publication; each delivery's attempts are its children.
       const span = tracing()
         ? startSpan(`route ${event.eventType}`, 'consumer', record.headers, {
@@ -93,33 +95,35 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
           })
         : undefined;
       const traceparent = span ? headersOf(span).traceparent : undefined;
-      const routing = routeEvent(
-        event,
-        record.timestamp,
-        {
-          subscriptionsOf: (tenantId) => cache.forTenant(tenantId),
-          store,
-          payloadLimitBytes: config.webhook.payloadLimitBytes,
-          observe: (part, ms) => metrics.stage(part, ms),
-          source: {
-            offset,
-            redelivered: record.redelivered === true,
-            written: () => sourceOrder.written(partition, offset),
-            earlier: () => sourceOrder.earlier(partition, offset),
-            seen: () => sourceOrder.seen(partition, offset, entity),
-            previous: () => sourceOrder.previous(partition, offset, entity),
-          },
-          filtered: (subscription) => metrics.filtered(subscription.tenantId, subscription.id),
-          publish: async (records) =>
-            publisher.publish(
-              await Promise.all(
-                records.map((delivery) =>
-                  deliveryMessage(topics.deliveries, delivery, (value) => deliveryCodec.encode(value), traceparent),
+      const routing = turns.run(`${event.tenantId}\u0000${event.eventId}`, (afterAnother) =>
+        routeEvent(
+          event,
+          record.timestamp,
+          {
+            subscriptionsOf: (tenantId) => cache.forTenant(tenantId),
+            store,
+            payloadLimitBytes: config.webhook.payloadLimitBytes,
+            observe: (part, ms) => metrics.stage(part, ms),
+            source: {
+              offset,
+              redelivered: record.redelivered === true,
+              written: () => sourceOrder.written(partition, offset),
+              earlier: () => sourceOrder.earlier(partition, offset),
+              seen: () => sourceOrder.seen(partition, offset, entity),
+              previous: () => sourceOrder.previous(partition, offset, entity),
+            },
+            filtered: (subscription) => metrics.filtered(subscription.tenantId, subscription.id),
+            publish: async (records) =>
+              publisher.publish(
+                await Promise.all(
+                  records.map((delivery) =>
+                    deliveryMessage(topics.deliveries, delivery, (value) => deliveryCodec.encode(value), traceparent),
+                  ),
                 ),
               ),
-            ),
-        },
-        mayBeRepeat,
+          },
+          marked || afterAnother,
+        ),
       );
       const routed = await inSpan(span, async () => {
         const deliveries = await routing;
