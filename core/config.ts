@@ -70,8 +70,11 @@ export interface Config {
     readonly subscriptionCacheTtlMs: number;
     readonly historyRetentionMs: number;
   };
-  /** Whether this process publishes the purchase outbox (a separate relay process may do it instead). */
-  readonly purchase: { readonly outboxRelay: boolean };
+  /**
+   * Whether this process publishes the purchase outbox (a separate relay process may do it instead), and how long its sweep leaves a row just committed to the relay
+   * of the gateway that committed it (see OutboxRelayOptions.peerGraceMs).
+   */
+  readonly purchase: { readonly outboxRelay: boolean; readonly sweepGraceMs: number };
   /** Events the router routes at once: with a store write taking tens of ms under load, this caps its throughput. */
   readonly router: { readonly maxInFlight: number };
   readonly dispatcher: {
@@ -238,7 +241,10 @@ export function loadConfig(env: Env = process.env): Config {
       subscriptionCacheTtlMs: read.duration('WEBHOOK_SUBSCRIPTION_CACHE_TTL', '1s'),
       historyRetentionMs: read.duration('WEBHOOK_HISTORY_RETENTION', '30d'),
     },
-    purchase: { outboxRelay: read.boolean('PURCHASE_OUTBOX_RELAY', true) },
+    purchase: {
+      outboxRelay: read.boolean('PURCHASE_OUTBOX_RELAY', true),
+      sweepGraceMs: read.integer('PURCHASE_OUTBOX_SWEEP_GRACE_MS', 1_000, 0, 3_600_000),
+    },
     router: { maxInFlight: read.integer('ROUTER_MAX_IN_FLIGHT', 200, 1, 100_000) },
     dispatcher: {
       maxInFlight: dispatcherSlots,

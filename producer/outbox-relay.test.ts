@@ -9,21 +9,21 @@ import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts'
 const NOW = 1_000 * MINUTE + 30_000;
 const CURRENT = Math.floor(NOW / MINUTE);
 
-function row(orderId: string): OutboxRow {
+function row(orderId: string, occurredAt = '2026-11-26T00:00:00.000Z'): OutboxRow {
   return {
     tenantId: 't',
     orderId,
     outboxId: `${orderId}-1`,
     eventType: 'purchaseOrder.validated',
-    occurredAt: '2026-11-26T00:00:00.000Z',
+    occurredAt,
     reference: null,
     payload: '{}',
   };
 }
 
 /** Pointers by bucket, rows by order; `failing` names what throws like a timed-out request (an order id, or `list:<bucket>`). */
-function memoryStore(pointers: Map<number, string[]>, failing: Set<string>) {
-  const rows = new Map([...pointers.values()].flat().map((orderId) => [orderId, [row(orderId)]]));
+function memoryStore(pointers: Map<number, string[]>, failing: Set<string>, occurredAt?: string) {
+  const rows = new Map([...pointers.values()].flat().map((orderId) => [orderId, [row(orderId, occurredAt)]]));
   let progress: number | undefined = CURRENT - 2;
   const timeout = (what: string) =>
     new Error(`The host 127.0.0.21:9042 did not reply before timeout 1500 ms (${what})`);
@@ -50,10 +50,15 @@ function memoryStore(pointers: Map<number, string[]>, failing: Set<string>) {
       );
     },
   };
-  return { store: store as unknown as PurchaseStore, progress: () => progress };
+  return { store: store as unknown as PurchaseStore, progress: () => progress, rows };
 }
 
-function relay(store: PurchaseStore, published: string[], publish?: () => Promise<void>) {
+function relay(
+  store: PurchaseStore,
+  published: string[],
+  publish?: () => Promise<void>,
+  options: { now?: () => number; peerGraceMs?: number } = {},
+) {
   return new OutboxRelay(
     store,
     publish ?? (async (published_: OutboxRow) => void published.push(published_.orderId)),
@@ -67,6 +72,7 @@ function relay(store: PurchaseStore, published: string[], publish?: () => Promis
       window: 100,
       windowBytes: 1 << 20,
       now: () => NOW,
+      ...options,
     },
   );
 }
@@ -104,6 +110,36 @@ describe('OutboxRelay sweep', () => {
     failing.clear();
     await sweeper.pass();
     expect(published.sort()).toEqual(['a', 'b', 'c']);
+  });
+});
+
+describe('OutboxRelay sweep beside other gateways', () => {
+  it("leaves a row committed less than the grace ago to its writer's relay, and publishes it after the grace if still unpublished", async () => {
+    const pointers = new Map([[CURRENT, ['fresh', 'lost']]]);
+    // Both committed 200 ms before the sweep reads them, by another gateway whose relay is publishing them.
+    const { store, rows } = memoryStore(pointers, new Set(), new Date(NOW - 200).toISOString());
+    const published: string[] = [];
+    let now = NOW;
+    const sweeper = relay(store, published, undefined, { now: () => now, peerGraceMs: 1_000 });
+    await expect(sweeper.pass()).resolves.toBe(0);
+    expect(published).toEqual([]);
+    // The other gateway published 'fresh' meanwhile; 'lost' it never did (it crashed after its commit).
+    rows.set('fresh', []);
+    now = NOW + 500;
+    await expect(sweeper.pass()).resolves.toBe(0);
+    now = NOW + 800;
+    await expect(sweeper.pass()).resolves.toBe(1);
+    expect(published).toEqual(['lost']);
+    // The pointers stay until their settling read, as without the grace.
+    expect(pointers.get(CURRENT)).toEqual(['fresh', 'lost']);
+  });
+
+  it('without a grace (gateways that run no relay) publishes what it reads at once', async () => {
+    const pointers = new Map([[CURRENT, ['fresh']]]);
+    const { store } = memoryStore(pointers, new Set(), new Date(NOW - 200).toISOString());
+    const published: string[] = [];
+    await expect(relay(store, published).pass()).resolves.toBe(1);
+    expect(published).toEqual(['fresh']);
   });
 });
 

@@ -28,6 +28,13 @@ export interface OutboxRelayOptions {
   /** Orders read at once by a sweep. */
   concurrency: number;
   /**
+   * A row committed less than this long before the sweep reads it is left to the relay of the gateway that committed it,
+   * which publishes it at once: the sweep publishes it only once it is older, if it is still unpublished. Without it,
+   * with several gateways, each sweep publishes again every row a peer is still publishing (the sweep reads every
+   * 100 ms). 0 (the default) publishes at once: what gateways that run no relay (PURCHASE_OUTBOX_RELAY=false) need.
+   */
+  peerGraceMs?: number;
+  /**
    * Orders whose rows the relay holds at once, nudges and sweeps together: while Kafka is down a publication neither
    * succeeds nor fails (the producer retries without end), so this bounds what an outage piles up in memory.
    */
@@ -194,8 +201,14 @@ export class OutboxRelay {
         const tracked = listed.get(key)!;
         await this.enterWindow();
         const readAt = clock();
-        published += await this.publishInWindow(tenantId, orderId, true);
-        if (readAt - settleMs >= tracked.writtenBy) {
+        let heldUntil: number | undefined;
+        const ms = this.options.peerGraceMs ?? 0;
+        const grace = ms > 0 ? { ms, notAfter: readAt - ms, held: (until: number) => (heldUntil = until) } : undefined;
+        published += await this.publishInWindow(tenantId, orderId, true, undefined, grace);
+        if (heldUntil !== undefined) {
+          // A row its writer's relay is most likely publishing right now: read again once that has had its time.
+          tracked.nextReadAt = heldUntil;
+        } else if (readAt - settleMs >= tracked.writtenBy) {
           // Removes the pointer writes older than settleMs before the read, whose batches that read has seen; a
           // pointer written again since survives and is listed (and read) afresh by the next sweep.
           await this.store.dropPointer(bucket, tenantId, orderId, (readAt - settleMs) * 1000);
@@ -236,6 +249,7 @@ export class OutboxRelay {
     orderId: string,
     viaSweep = false,
     committed?: OutboxRow,
+    grace?: Grace,
   ): Promise<number> {
     let bytes = 0;
     try {
@@ -243,7 +257,7 @@ export class OutboxRelay {
         bytes = rows.reduce((total, row) => total + Buffer.byteLength(row.payload), 0);
         this.heldBytes += bytes;
       };
-      return await this.publishOrder(tenantId, orderId, viaSweep, onRead, committed);
+      return await this.publishOrder(tenantId, orderId, viaSweep, onRead, committed, grace);
     } finally {
       this.inFlight -= 1;
       this.heldBytes -= bytes;
@@ -267,6 +281,7 @@ export class OutboxRelay {
     viaSweep: boolean,
     onRead: (rows: OutboxRow[]) => void,
     committed?: OutboxRow,
+    grace?: Grace,
   ): Promise<number> {
     const key = `${tenantId}\u0000${orderId}`;
     const previous = this.perOrder.get(key);
@@ -274,7 +289,14 @@ export class OutboxRelay {
     const next = (previous ?? Promise.resolve(0))
       .catch(() => 0)
       .then(async () => {
-        const rows = known ? [known] : await this.store.unpublished(tenantId, orderId);
+        let rows = known ? [known] : await this.store.unpublished(tenantId, orderId);
+        if (grace) {
+          const young = rows.filter((row) => Date.parse(row.occurredAt) > grace.notAfter);
+          if (young.length > 0) {
+            grace.held(Math.min(...young.map((row) => Date.parse(row.occurredAt))) + grace.ms);
+            rows = rows.filter((row) => Date.parse(row.occurredAt) <= grace.notAfter);
+          }
+        }
         onRead(rows);
         // Handed to the publisher in occurredAt order (no ordering is promised to subscribers, but it costs nothing).
         await Promise.all(rows.map((row) => this.publish(row, viaSweep)));
@@ -289,6 +311,13 @@ export class OutboxRelay {
       });
     return next;
   }
+}
+
+/** The sweep's rows committed after `notAfter` wait `ms` from their commit for their writer's relay; `held` says until when. */
+interface Grace {
+  ms: number;
+  notAfter: number;
+  held: (until: number) => void;
 }
 
 /** Runs `task` over `items` with at most `limit` at once; resolves, once all have settled, with their failures. */

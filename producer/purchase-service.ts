@@ -71,6 +71,7 @@ export async function startPurchaseService(
       lookbackMinutes: 24 * 60,
       settleMs: 30_000,
       concurrency: 32,
+      peerGraceMs: config.purchase.sweepGraceMs,
       // What a Kafka outage may pile up in the gateway's memory: 64 orders, about 256 MiB of bodies plus one each.
       window: 64,
       windowBytes: 256 * 1024 * 1024,
