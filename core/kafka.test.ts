@@ -924,6 +924,14 @@ describe('ConsumerRunner quiet topics (empty partitions left out of the fetches)
     const committed = new Map<string, string>();
     const ends = new Map<string, { high: string; low: string }>();
     let failing = false;
+    /** As kafkajs: a consumer disconnected (or not yet running) throws on pause and resume. */
+    let running = true;
+    const notRunning = () => {
+      if (!running) throw new Error('Consumer group was not initialized, consumer#run must be called first');
+    };
+    /** While set, a check waits in its first request. */
+    let held: Promise<void> | undefined;
+    let waiting = false;
     const consumer = {
       events: { GROUP_JOIN: 'consumer.group_join', CRASH: 'consumer.crash', REBALANCING: 'consumer.rebalancing' },
       on: (event: string, listener: (event: { payload: unknown }) => void) => listeners.set(event, listener),
@@ -932,6 +940,7 @@ describe('ConsumerRunner quiet topics (empty partitions left out of the fetches)
       run: async () => undefined,
       commitOffsets: async () => undefined,
       pause: (topics: { topic: string; partitions?: number[] }[]) => {
+        notRunning();
         for (const { topic, partitions = [] } of topics) {
           for (const partition of partitions) {
             paused.add(`${topic}/${partition}`);
@@ -940,6 +949,7 @@ describe('ConsumerRunner quiet topics (empty partitions left out of the fetches)
         }
       },
       resume: (topics: { topic: string; partitions: number[] }[]) => {
+        notRunning();
         for (const { topic, partitions } of topics) {
           for (const partition of partitions) {
             paused.delete(`${topic}/${partition}`);
@@ -947,7 +957,9 @@ describe('ConsumerRunner quiet topics (empty partitions left out of the fetches)
           }
         }
       },
-      disconnect: async () => undefined,
+      disconnect: async () => {
+        running = false;
+      },
     };
     const partitionsOf = (topic: string) =>
       [...ends.keys()].filter((key) => key.startsWith(`${topic}/`)).map((key) => Number(key.split('/')[1]));
@@ -958,14 +970,19 @@ describe('ConsumerRunner quiet topics (empty partitions left out of the fetches)
         if (failing) throw new Error('broker away');
         return partitionsOf(topic).map((partition) => ({ partition, ...ends.get(`${topic}/${partition}`)! }));
       },
-      fetchOffsets: async ({ topics }: { topics: string[] }) =>
-        topics.map((topic) => ({
+      fetchOffsets: async ({ topics }: { topics: string[] }) => {
+        if (held) {
+          waiting = true;
+          await held;
+        }
+        return topics.map((topic) => ({
           topic,
           partitions: partitionsOf(topic).map((partition) => ({
             partition,
             offset: committed.get(`${topic}/${partition}`) ?? '-1',
           })),
-        })),
+        }));
+      },
     };
     return {
       kafka: { consumer: () => consumer, admin: () => admin } as unknown as Kafka,
@@ -974,6 +991,16 @@ describe('ConsumerRunner quiet topics (empty partitions left out of the fetches)
       committed,
       ends,
       fail: (value: boolean) => (failing = value),
+      /** Holds the next checks in their first request until the function returned is called. */
+      hold: () => {
+        let release!: () => void;
+        held = new Promise((resolve) => (release = resolve));
+        return () => {
+          held = undefined;
+          release();
+        };
+      },
+      waiting: () => waiting,
       join: (memberAssignment: Record<string, number[]>) =>
         listeners.get('consumer.group_join')?.({ payload: { memberId: 'm', memberAssignment } }),
     };
@@ -1057,6 +1084,32 @@ describe('ConsumerRunner quiet topics (empty partitions left out of the fetches)
     expect(warnings.filter((line) => line.includes("quiet topics' offsets"))).toHaveLength(1);
     fake.fail(false);
     await expect.poll(() => fake.paused.size).toBe(1);
+  });
+
+  it('a check under way when the runner stops touches nothing of the stopped consumer and rejects nothing', async () => {
+    // Seen in CI: the check's read failed because stop() had closed the admin client, and its fallback, resuming
+    // what it had paused, threw from the disconnected consumer: an unhandled rejection, which ends a Node process.
+    const fake = quietKafka();
+    fake.ends.set('retry-1m/0', { low: '0', high: '3' });
+    fake.committed.set('retry-1m/0', '3');
+    const runner = await start(fake);
+    fake.join({ 'retry-1m': [0] });
+    await expect.poll(() => fake.paused.size).toBe(1);
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const release = fake.hold();
+      await expect.poll(() => fake.waiting()).toBe(true);
+      fake.fail(true);
+      runners.splice(runners.indexOf(runner), 1);
+      await runner.stop();
+      release();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
   });
 
   it('with no committed offset, counts a partition empty only when the group reads from its oldest record', async () => {

@@ -595,6 +595,8 @@ export class ConsumerRunner {
         }
       }
     } catch (error) {
+      // Stopped meanwhile (its admin client closed under the read, its consumer disconnected): nothing to resume.
+      if (this.stopping) return;
       if (!this.quietFailing) {
         this.options.logger.warn(
           { err: error },
@@ -608,12 +610,19 @@ export class ConsumerRunner {
     }
   }
 
-  /** Resumes every partition the quiet check paused. */
+  /**
+   * Resumes every partition the quiet check paused. A consumer between runs (kafkajs restarting it after a crash) throws
+   * on resume, and has nothing paused: its next run starts with no pause.
+   */
   private resumeQuiet(): void {
     if (this.quietPaused.size === 0) return;
     const partitions = [...this.quietPaused].map((key) => key.split('\u0000') as [string, string]);
     this.quietPaused.clear();
-    for (const [topic, partition] of partitions) this.consumer?.resume([{ topic, partitions: [Number(partition)] }]);
+    try {
+      for (const [topic, partition] of partitions) this.consumer?.resume([{ topic, partitions: [Number(partition)] }]);
+    } catch (error) {
+      this.options.logger.debug({ err: error }, 'quiet partitions not resumed: the consumer is not running');
+    }
   }
 
   /** Stops fetching, waits for in-flight records, commits what finished, and leaves the group. */
