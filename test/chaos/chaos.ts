@@ -1,5 +1,6 @@
 /**
  * `npm run chaos [-- --only <fault>] [--rate 40] [--seconds 20] [--kafka-down 15] [--cassandra-freeze 20] [--json F]`
+ * `npm run chaos -- --production-shape [--only services-roll] …` (the cluster's shape of services on the single servers)
  * `npm run chaos -- --cluster [--only <fault>] [--broker-down 30] [--cassandra-freeze 60] …`
  * Faults against the real stack under steady load. On its own keyspace and topic prefix (provisioned here, removed
  * afterwards) it runs the gateway, the router and two dispatchers as supervised processes (infra/processes.ts
