@@ -1,6 +1,7 @@
 import type { Logger } from '../core/log.ts';
 import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts';
 import { outsideBudget } from '../core/budget.ts';
+import { Turns } from '../core/turns.ts';
 
 /**
  * Publishes one outbox row; resolves only once the broker acknowledged it (acks=all). `mayBeDuplicate` marks a row
@@ -78,7 +79,7 @@ interface Tracked {
 export class OutboxRelay {
   private readonly tracked = new Map<number, Map<string, Tracked>>();
   /** One publication at a time per order, so this process never publishes a row twice. */
-  private readonly perOrder = new Map<string, Promise<number>>();
+  private readonly perOrder = new Turns();
   private readonly nudges = new Set<Promise<unknown>>();
   /** Orders nudged while the window was full, in order, each once. */
   private readonly deferred = new Map<string, { tenantId: string; orderId: string }>();
@@ -283,33 +284,22 @@ export class OutboxRelay {
     committed?: OutboxRow,
     grace?: Grace,
   ): Promise<number> {
-    const key = `${tenantId}\u0000${orderId}`;
-    const previous = this.perOrder.get(key);
-    const known = previous === undefined ? committed : undefined;
-    const next = (previous ?? Promise.resolve(0))
-      .catch(() => 0)
-      .then(async () => {
-        let rows = known ? [known] : await this.store.unpublished(tenantId, orderId);
-        if (grace) {
-          const young = rows.filter((row) => Date.parse(row.occurredAt) > grace.notAfter);
-          if (young.length > 0) {
-            grace.held(Math.min(...young.map((row) => Date.parse(row.occurredAt))) + grace.ms);
-            rows = rows.filter((row) => Date.parse(row.occurredAt) <= grace.notAfter);
-          }
+    return this.perOrder.run(`${tenantId}\u0000${orderId}`, async (afterAnother) => {
+      // After another run for the order, the row handed in may be published already: only a read tells.
+      let rows = committed && !afterAnother ? [committed] : await this.store.unpublished(tenantId, orderId);
+      if (grace) {
+        const young = rows.filter((row) => Date.parse(row.occurredAt) > grace.notAfter);
+        if (young.length > 0) {
+          grace.held(Math.min(...young.map((row) => Date.parse(row.occurredAt))) + grace.ms);
+          rows = rows.filter((row) => Date.parse(row.occurredAt) <= grace.notAfter);
         }
-        onRead(rows);
-        // Handed to the publisher in occurredAt order (no ordering is promised to subscribers, but it costs nothing).
-        await Promise.all(rows.map((row) => this.publish(row, viaSweep)));
-        await Promise.all(rows.map((row) => this.store.markPublished(row)));
-        return rows.length;
-      });
-    this.perOrder.set(key, next);
-    void next
-      .catch(() => 0)
-      .then(() => {
-        if (this.perOrder.get(key) === next) this.perOrder.delete(key);
-      });
-    return next;
+      }
+      onRead(rows);
+      // Handed to the publisher in occurredAt order (no ordering is promised to subscribers, but it costs nothing).
+      await Promise.all(rows.map((row) => this.publish(row, viaSweep)));
+      await Promise.all(rows.map((row) => this.store.markPublished(row)));
+      return rows.length;
+    });
   }
 }
 

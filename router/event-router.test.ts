@@ -6,7 +6,7 @@ import { buildEnvelope } from '../core/envelope.ts';
 import { deliveryIdFor } from '../core/ids.ts';
 import { blankSubscription, type Subscription } from '../core/subscriptions/subscription.ts';
 import { routeEvent, type RouterDeps } from './event-router.ts';
-import { EventTurns } from './event-turns.ts';
+import { Turns } from '../core/turns.ts';
 
 const LIMIT = 204_800;
 const RECEIVED_AT = Date.UTC(2025, 2, 3, 4, 5, 6, 789);
@@ -529,7 +529,7 @@ describe('routeEvent with subscription filters', () => {
   });
 });
 
-describe('copies of one event routed at once (EventTurns)', () => {
+describe('copies of one event routed at once (Turns)', () => {
   /** A store whose rows land a moment after the write is issued (as on Cassandra), read by routedBefore. */
   function slowRows() {
     const { deps, calls } = fakes([subscription('s1'), subscription('s2')]);
@@ -546,7 +546,7 @@ describe('copies of one event routed at once (EventTurns)', () => {
 
   it('the copy that comes second waits for the first and goes out marked, the first unmarked', async () => {
     const { deps } = slowRows();
-    const turns = new EventTurns();
+    const turns = new Turns();
     const key = `${event.tenantId}\u0000${event.eventId}`;
     // The relay's sweep copy first (marked), the commit's copy right after it, as the chaos suite saw them.
     const [sweep, commit] = await Promise.all([
@@ -567,7 +567,7 @@ describe('copies of one event routed at once (EventTurns)', () => {
   });
 
   it('other events do not wait, a failed routing does not hold the next copy, and nothing is kept afterwards', async () => {
-    const turns = new EventTurns();
+    const turns = new Turns();
     const order: string[] = [];
     let fail!: (error: Error) => void;
     const first = turns.run('a', () => new Promise<void>((_resolve, reject) => (fail = reject)));
