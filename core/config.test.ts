@@ -73,6 +73,9 @@ describe('loadConfig defaults (DESIGN §4, §5, §9)', () => {
     const degraded = loadConfig({ GATEWAY_DEGRADED_BUDGET: '2s', GATEWAY_DEGRADED_WINDOW: '1m' }).gateway;
     expect([degraded.degradedBudgetMs, degraded.degradedWindowMs]).toEqual([2_000, 60_000]);
     expect(loadConfig({ ROUTER_MAX_IN_FLIGHT: '250' }).router.maxInFlight).toBe(250);
+    expect(config.purchase).toEqual({ outboxRelay: true, sweepGraceMs: 1_000 });
+    expect(loadConfig({ PURCHASE_OUTBOX_SWEEP_GRACE_MS: '0' }).purchase.sweepGraceMs).toBe(0);
+    expect(() => loadConfig({ PURCHASE_OUTBOX_SWEEP_GRACE_MS: '1s' })).toThrow(/PURCHASE_OUTBOX_SWEEP_GRACE_MS/);
   });
 
   it('bulk replay pacing and leases, with their bounds', () => {

@@ -71,8 +71,8 @@ export interface Config {
     readonly historyRetentionMs: number;
   };
   /**
-   * Whether this process publishes the purchase outbox (a separate relay process may do it instead), and how long its sweep leaves a row just committed to the relay
-   * of the gateway that committed it (see OutboxRelayOptions.peerGraceMs).
+   * Whether this process publishes the purchase outbox (a separate relay process may do it instead), and how long its
+   * sweep leaves a row just committed to the relay of the gateway that committed it (OutboxRelayOptions.peerGraceMs).
    */
   readonly purchase: { readonly outboxRelay: boolean; readonly sweepGraceMs: number };
   /** Events the router routes at once: with a store write taking tens of ms under load, this caps its throughput. */
