@@ -5,7 +5,7 @@ import { queuedDelivery, type DeliveryRecord } from '../core/deliveries/delivery
 import { buildEnvelope } from '../core/envelope.ts';
 import { deliveryIdFor } from '../core/ids.ts';
 import { blankSubscription, type Subscription } from '../core/subscriptions/subscription.ts';
-import { routeEvent, type RouterDeps } from './event-router.ts';
+import { routeEvent, routingTurns, type RouterDeps } from './event-router.ts';
 import { Turns } from '../core/turns.ts';
 
 const LIMIT = 204_800;
@@ -554,6 +554,17 @@ describe('copies of one event routed at once (Turns)', () => {
       turns.run(key, (afterAnother) => routeEvent(event, RECEIVED_AT, deps, afterAnother)),
     ]);
     expect(marks(sweep)).toEqual([false, false]);
+    expect(marks(commit)).toEqual([true, true]);
+  });
+
+  it('a copy that comes after the first was routed goes out marked (its gateway published it after the sweep did)', async () => {
+    const { deps } = slowRows();
+    const turns = routingTurns();
+    const key = `${event.tenantId}\u0000${event.eventId}`;
+    const sweep = await turns.run(key, () => routeEvent(event, RECEIVED_AT, deps, true));
+    const commit = await turns.run(key, (afterAnother) => routeEvent(event, RECEIVED_AT, deps, afterAnother));
+    expect(marks(sweep)).toEqual([false, false]);
+    // Nothing sent yet: published again marked, for the dispatcher to look at the history before it sends.
     expect(marks(commit)).toEqual([true, true]);
   });
 

@@ -5,8 +5,19 @@ import { storedEvent, type Delivery, type DeliveryStatus, type StoredEvent } fro
 import { queuedDelivery, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import type { Subscription } from '../core/subscriptions/subscription.ts';
 import { compileFilter, type CompiledFilter, type FilterSubject } from '../core/subscriptions/filter.ts';
+import { Turns } from '../core/turns.ts';
 
 /** What the router needs to store deliveries. */
+/**
+ * The router's turns, keyed by tenant and event id: copies of one event are routed one after another, and every copy
+ * after the first, at once or within ten minutes, as a possible repeat (a copy whose gateway published it after a
+ * peer's sweep did, Kafka being slow, comes after the first copy was routed). The last 50,000 events routed here are
+ * remembered, a few megabytes; an older copy, or one reaching another router, is still delivered at least once.
+ */
+export function routingTurns(): Turns {
+  return new Turns({ entries: 50_000, ms: 10 * 60_000 });
+}
+
 export interface RoutingStore {
   createDeliveries(event: StoredEvent, deliveries: Delivery[], writeTime: number): Promise<void>;
   /** The status of each of the event's deliveries already stored, if the event was routed before (else empty). */

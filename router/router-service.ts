@@ -12,12 +12,11 @@ import { changedTenant } from '../core/subscriptions/subscription-changes.ts';
 import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
 import { requireSecrets } from '../core/config.ts';
-import { routeEvent } from './event-router.ts';
+import { routeEvent, routingTurns } from './event-router.ts';
 import { storedEvent, type StoredEvent } from '../core/deliveries/delivery.ts';
 import { newId } from '../core/ids.ts';
 import { ReplayJobStore } from '../core/replay-jobs/replay-job-store.ts';
 import { ReplayRunner } from './replay-runner.ts';
-import { Turns } from '../core/turns.ts';
 import { SourceOrder } from './source-order.ts';
 
 interface IntegrationEvent extends Omit<StoredEvent, 'payload'> {
@@ -44,7 +43,7 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
   readiness.set('schema registry', () => undefined); // it answered: the codecs above were fetched
   const publisher = await Publisher.connect(platform.kafka);
   const sourceOrder = new SourceOrder();
-  const turns = new Turns();
+  const turns = routingTurns();
   const consumer = new ConsumerRunner(platform.kafka, {
     groupId: `${config.kafka.topicPrefix}webhook-router`,
     topics: config.kafka.sourceTopics,
