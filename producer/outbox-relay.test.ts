@@ -57,7 +57,7 @@ function relay(
   store: PurchaseStore,
   published: string[],
   publish?: () => Promise<void>,
-  options: { now?: () => number; peerGraceMs?: number } = {},
+  options: { now?: () => number; peerGraceMs?: number; listEveryMs?: number } = {},
 ) {
   return new OutboxRelay(
     store,
@@ -140,6 +140,76 @@ describe('OutboxRelay sweep beside other gateways', () => {
     const published: string[] = [];
     await expect(relay(store, published).pass()).resolves.toBe(1);
     expect(published).toEqual(['fresh']);
+  });
+});
+
+describe('OutboxRelay listing the pointers at most every listEveryMs', () => {
+  /** The memory store, counting its listings. */
+  function counted(pointers: Map<number, string[]>, failing = new Set<string>(), occurredAt?: string) {
+    const memory = memoryStore(pointers, failing, occurredAt);
+    const listings = { count: 0 };
+    const list = memory.store.pointers.bind(memory.store);
+    memory.store.pointers = async (bucket: number) => {
+      listings.count += 1;
+      return list(bucket);
+    };
+    return { ...memory, listings };
+  }
+
+  it('lists once per listEveryMs; the sweeps between publish a held row and settle pointers without listing', async () => {
+    const pointers = new Map([[CURRENT, ['lost']]]);
+    // Committed 200 ms before the first sweep by a gateway that crashed before publishing it.
+    const { store, listings } = counted(pointers, new Set(), new Date(NOW - 200).toISOString());
+    const published: string[] = [];
+    let now = NOW;
+    const sweeper = relay(store, published, undefined, { now: () => now, peerGraceMs: 1_000, listEveryMs: 5_000 });
+    await expect(sweeper.pass()).resolves.toBe(0);
+    // The progress of buckets CURRENT - 2 to CURRENT: three listings, once.
+    expect(listings.count).toBe(3);
+    for (now = NOW + 100; now < NOW + 800; now += 100) await sweeper.pass();
+    expect(published).toEqual([]);
+    now = NOW + 800; // the grace has passed: published by a sweep that lists nothing
+    await expect(sweeper.pass()).resolves.toBe(1);
+    expect(published).toEqual(['lost']);
+    now = NOW + 1_000; // settled (settleMs 1,000 after it was first listed): its pointer goes
+    await sweeper.pass();
+    expect(pointers.get(CURRENT)).toEqual([]);
+    expect(listings.count).toBe(3);
+    now = NOW + 5_000;
+    await sweeper.pass();
+    // From the oldest bucket still open (CURRENT - 1; CURRENT - 2 was found empty): two more.
+    expect(listings.count).toBe(5);
+  });
+
+  it('finds a pointer written between two listings at the next one', async () => {
+    const pointers = new Map<number, string[]>([[CURRENT, []]]);
+    const { store, rows } = counted(pointers, new Set(), new Date(NOW - 5_000).toISOString());
+    const published: string[] = [];
+    let now = NOW;
+    const sweeper = relay(store, published, undefined, { now: () => now, peerGraceMs: 1_000, listEveryMs: 1_000 });
+    await sweeper.pass();
+    pointers.set(CURRENT, ['late']);
+    rows.set('late', [row('late', new Date(NOW - 5_000).toISOString())]);
+    now = NOW + 500;
+    await expect(sweeper.pass()).resolves.toBe(0);
+    now = NOW + 1_000;
+    await expect(sweeper.pass()).resolves.toBe(1);
+    expect(published).toEqual(['late']);
+  });
+
+  it('lists again on the next sweep after a listing failed', async () => {
+    const pointers = new Map([[CURRENT, ['a']]]);
+    const failing = new Set([`list:${CURRENT}`]);
+    const { store, listings } = counted(pointers, failing, new Date(NOW - 5_000).toISOString());
+    const published: string[] = [];
+    let now = NOW;
+    const sweeper = relay(store, published, undefined, { now: () => now, peerGraceMs: 1_000, listEveryMs: 60_000 });
+    await expect(sweeper.pass()).resolves.toBe(0);
+    failing.clear();
+    now = NOW + 100;
+    await expect(sweeper.pass()).resolves.toBe(1);
+    expect(published).toEqual(['a']);
+    expect(listings.count).toBe(3 + 2);
   });
 });
 

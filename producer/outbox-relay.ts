@@ -19,6 +19,14 @@ export interface OutboxRelayOptions {
   name: string;
   /** Pause between two sweeps. */
   intervalMs: number;
+  /**
+   * Least time between two listings of the pointers (each reads every pointer of the open buckets, and at a few hundred
+   * validations a second those are thousands: the pointers live `settleMs`). A sweep in between reads only the orders
+   * of pointers already listed whose read is due (a held row, a settling read). 0 (the default) lists on every sweep.
+   * With a `peerGraceMs` as long, a row a writer's relay did not publish is published no later than it is now: its
+   * pointer is listed, and its row read, by the time the grace has passed.
+   */
+  listEveryMs?: number;
   /** How far back the first sweep of a relay without saved progress looks. */
   lookbackMinutes: number;
   /**
@@ -51,6 +59,8 @@ export interface OutboxRelayOptions {
 
 /** What the sweep knows of one listed pointer. */
 interface Tracked {
+  tenantId: string;
+  orderId: string;
   /** Upper bound of the pointer's write time: when the sweep first listed it (or the end of its bucket). */
   writtenBy: number;
   nextReadAt: number;
@@ -61,7 +71,7 @@ interface Tracked {
  *
  * Fast path: `nudge` is called in-process once a state change and its outbox row committed, with that row, and
  * publishes it at once without reading it back. Sweep: pointers are listed by minute bucket from the oldest still open
- * to now; each order is read when its pointer is first listed (a later transition by a writer that runs no relay
+ * to now (at most every `listEveryMs`; the sweeps between read only the orders due); each order is read when its pointer is first listed (a later transition by a writer that runs no relay
  * shares the pointer, so this read is not skipped even when a nudge here has published the order's row) and again once
  * the pointer has settled, and only then is the pointer deleted, with a write time (`USING TIMESTAMP`) that removes the
  * pointer writes that read has covered and no later one. So a writer still between its pointer and its batch, or a
@@ -88,6 +98,8 @@ export class OutboxRelay {
   private heldBytes = 0;
   /** Sweep workers waiting for room in the window. */
   private waiting: (() => void)[] = [];
+  /** When the next sweep lists the pointers again (see `listEveryMs`). */
+  private nextListingAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly store: PurchaseStore,
@@ -168,8 +180,9 @@ export class OutboxRelay {
   async pass(): Promise<number> {
     const clock = this.options.now ?? Date.now;
     const now = clock();
+    if (now < this.nextListingAt) return this.readDue(now);
+    this.nextListingAt = now + (this.options.listEveryMs ?? 0);
     const current = Math.floor(now / MINUTE);
-    const { settleMs } = this.options;
     const saved = await this.store.relayProgress(this.options.name);
     const oldest = Math.min(saved ?? current - this.options.lookbackMinutes, current);
     let published = 0;
@@ -182,6 +195,7 @@ export class OutboxRelay {
       } catch (error) {
         failed.push(error);
         oldestOpen = Math.min(oldestOpen, bucket);
+        this.nextListingAt = now; // listed again by the next sweep
         continue;
       }
       const before = this.tracked.get(bucket);
@@ -189,41 +203,64 @@ export class OutboxRelay {
       for (const { tenantId, orderId } of pointers) {
         const key = `${tenantId}\u0000${orderId}`;
         // A pointer of a bucket that ended was written by then (give or take the clock skew settleMs allows for).
-        listed.set(key, before?.get(key) ?? { writtenBy: Math.min(now, (bucket + 1) * MINUTE), nextReadAt: now });
+        const writtenBy = Math.min(now, (bucket + 1) * MINUTE);
+        listed.set(key, before?.get(key) ?? { tenantId, orderId, writtenBy, nextReadAt: now });
       }
       if (listed.size > 0) this.tracked.set(bucket, listed);
       else this.tracked.delete(bucket);
-
-      const due = pointers.filter(
-        ({ tenantId, orderId }) => listed.get(`${tenantId}\u0000${orderId}`)!.nextReadAt <= now,
-      );
-      const errors = await forEach(due, this.options.concurrency, async ({ tenantId, orderId }) => {
-        const key = `${tenantId}\u0000${orderId}`;
-        const tracked = listed.get(key)!;
-        await this.enterWindow();
-        const readAt = clock();
-        let heldUntil: number | undefined;
-        const ms = this.options.peerGraceMs ?? 0;
-        const grace = ms > 0 ? { ms, notAfter: readAt - ms, held: (until: number) => (heldUntil = until) } : undefined;
-        published += await this.publishInWindow(tenantId, orderId, true, undefined, grace);
-        if (heldUntil !== undefined) {
-          // A row its writer's relay is most likely publishing right now: read again once that has had its time.
-          tracked.nextReadAt = heldUntil;
-        } else if (readAt - settleMs >= tracked.writtenBy) {
-          // Removes the pointer writes older than settleMs before the read, whose batches that read has seen; a
-          // pointer written again since survives and is listed (and read) afresh by the next sweep.
-          await this.store.dropPointer(bucket, tenantId, orderId, (readAt - settleMs) * 1000);
-          listed.delete(key);
-        } else {
-          tracked.nextReadAt = tracked.writtenBy + settleMs;
-        }
-      });
-      failed.push(...errors);
+      published += await this.readOrders(bucket, listed, now, failed);
       // A bucket stays open for two minutes: a writer's clock may be a little behind the relay's.
       if (pointers.length > 0 || bucket >= current - 1) oldestOpen = Math.min(oldestOpen, bucket);
     }
     for (const bucket of this.tracked.keys()) if (bucket < oldestOpen) this.tracked.delete(bucket);
     if (oldestOpen !== saved) await this.store.saveRelayProgress(this.options.name, oldestOpen);
+    this.report(published, failed);
+    return published;
+  }
+
+  /** A sweep between two listings: the orders of listed pointers whose read is due, and nothing else. */
+  private async readDue(now: number): Promise<number> {
+    let published = 0;
+    const failed: unknown[] = [];
+    for (const [bucket, listed] of this.tracked) published += await this.readOrders(bucket, listed, now, failed);
+    this.report(published, failed);
+    return published;
+  }
+
+  /**
+   * Reads the orders of a bucket's listed pointers whose read is due, publishes what they hold, and deletes the
+   * pointers that have settled; a failed read leaves its pointer listed, due, for the next sweep.
+   */
+  private async readOrders(bucket: number, listed: Map<string, Tracked>, now: number, failed: unknown[]) {
+    const clock = this.options.now ?? Date.now;
+    const { settleMs } = this.options;
+    let published = 0;
+    const due = [...listed].filter(([, tracked]) => tracked.nextReadAt <= now);
+    const errors = await forEach(due, this.options.concurrency, async ([key, tracked]) => {
+      const { tenantId, orderId } = tracked;
+      await this.enterWindow();
+      const readAt = clock();
+      let heldUntil: number | undefined;
+      const ms = this.options.peerGraceMs ?? 0;
+      const grace = ms > 0 ? { ms, notAfter: readAt - ms, held: (until: number) => (heldUntil = until) } : undefined;
+      published += await this.publishInWindow(tenantId, orderId, true, undefined, grace);
+      if (heldUntil !== undefined) {
+        // A row its writer's relay is most likely publishing right now: read again once that has had its time.
+        tracked.nextReadAt = heldUntil;
+      } else if (readAt - settleMs >= tracked.writtenBy) {
+        // Removes the pointer writes older than settleMs before the read, whose batches that read has seen; a
+        // pointer written again since survives and is listed (and read) afresh by the next listing.
+        await this.store.dropPointer(bucket, tenantId, orderId, (readAt - settleMs) * 1000);
+        listed.delete(key);
+      } else {
+        tracked.nextReadAt = tracked.writtenBy + settleMs;
+      }
+    });
+    failed.push(...errors);
+    return published;
+  }
+
+  private report(published: number, failed: unknown[]): void {
     if (published > 0) this.logger.debug({ published }, 'outbox relay published events');
     if (failed.length > 0) {
       this.logger.warn(
@@ -231,7 +268,6 @@ export class OutboxRelay {
         'outbox relay: requests failed in this pass; the next pass reads their orders again',
       );
     }
-    return published;
   }
 
   private hasRoom(): boolean {

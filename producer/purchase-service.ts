@@ -72,6 +72,8 @@ export async function startPurchaseService(
       settleMs: 30_000,
       concurrency: 32,
       peerGraceMs: config.purchase.sweepGraceMs,
+      // Listing every pointer is most of the sweep's cost; a row left to its writer for the grace needs no sooner one.
+      listEveryMs: config.purchase.sweepGraceMs,
       // What a Kafka outage may pile up in the gateway's memory: 64 orders, about 256 MiB of bodies plus one each.
       window: 64,
       windowBytes: 256 * 1024 * 1024,
