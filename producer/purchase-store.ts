@@ -15,6 +15,8 @@ const MINUTE = 60_000;
 const INLINE_BODY_CHARS = 512 * 1024;
 /** Chunk size of larger bodies: at most ~3 MB of UTF-8 per write. */
 const BODY_CHUNK_CHARS = 1024 * 1024;
+/** Pointers read per request when a bucket is listed. */
+const POINTERS_PAGE = 5_000;
 
 /** An integration event waiting in a purchase order's partition until the relay has published it. */
 export interface OutboxRow {
@@ -247,10 +249,17 @@ export class PurchaseStore {
     await this.references.close();
   }
 
-  /** Orders that may hold unpublished outbox rows, from one minute bucket of pointers. */
+  /**
+   * Orders that may hold unpublished outbox rows, from one minute bucket of pointers: all of them, page after page (a
+   * bucket holds thousands at a few hundred validations a second; the driver's first page alone is 5,000 rows).
+   */
   async pointers(bucket: number): Promise<{ tenantId: string; orderId: string }[]> {
-    const result = await this.db.execute('SELECT tenant_id, order_id FROM outbox_pointers WHERE bucket = ?', [bucket]);
-    return result.rows.map((row) => ({ tenantId: String(row.tenant_id), orderId: String(row.order_id) }));
+    const result = await this.db.execute('SELECT tenant_id, order_id FROM outbox_pointers WHERE bucket = ?', [bucket], {
+      fetchSize: POINTERS_PAGE,
+    });
+    const pointers: { tenantId: string; orderId: string }[] = [];
+    for await (const row of result) pointers.push({ tenantId: String(row.tenant_id), orderId: String(row.order_id) });
+    return pointers;
   }
 
   async unpublished(tenantId: string, orderId: string): Promise<OutboxRow[]> {
