@@ -139,6 +139,10 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
   ): Promise<string> => {
     const eventType = action === 'validate' ? 'purchaseOrder.validated' : 'purchaseOrder.cancelled';
     for (let attempt = 1; ; attempt += 1) {
+      // The relay's pointer goes out with the first read of the order (one round trip for both, not two); it leads to
+      // nothing if the transition is then refused. A lost race writes it again, before its next batch.
+      const pointer = attempt === 1 ? store.writePointer(tenantId, id) : undefined;
+      pointer?.catch(noop); // awaited by the transition; a read that fails first leaves it unawaited
       // After a lost race, a serial read sees the state the winner committed.
       const order = await load(tenantId, id, { serial: attempt > 1 });
       const now = new Date().toISOString();
@@ -150,7 +154,7 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
       } else {
         next = cancelled(order.dto, now);
       }
-      const body = await store.transition(tenantId, next, order.version, eventType, now, traceparent);
+      const body = await store.transition(tenantId, next, order.version, eventType, now, traceparent, { pointer });
       if (body !== undefined) return body;
       // Not applied, for certain: no committed state carries the reference, so the next validation takes it.
       if (action === 'validate') store.returnReference(tenantId, next.reference!);
@@ -277,3 +281,5 @@ function keyedQueue() {
     return run;
   };
 }
+
+const noop = () => undefined;

@@ -161,16 +161,16 @@ export class PurchaseStore {
     eventType: string,
     occurredAt: string,
     traceparent?: string,
+    /** The order's pointer, written by the caller (`writePointer`) beside its read of the order: not written again. */
+    options: { pointer?: Promise<void> } = {},
   ): Promise<string | undefined> {
     const body = serializePurchaseOrder(dto);
     // A large body is written in chunks first, under an id only this attempt uses: a lost race leaves it unreferenced.
-    const stored = await this.storeBody(tenantId, dto.id, body);
-    const outboxId = newId();
-    await this.db.execute('INSERT INTO outbox_pointers (bucket, tenant_id, order_id) VALUES (?, ?, ?)', [
-      Math.floor(Date.now() / MINUTE),
-      tenantId,
-      dto.id,
+    const [stored] = await Promise.all([
+      this.storeBody(tenantId, dto.id, body),
+      options.pointer ?? this.writePointer(tenantId, dto.id),
     ]);
+    const outboxId = newId();
     let applied: boolean;
     try {
       const result = await this.db.batch(
@@ -229,6 +229,21 @@ export class PurchaseStore {
       traceparent: traceparent ?? null,
     });
     return body;
+  }
+
+  /**
+   * Writes the pointer by which the relay finds an order's partition; `transition` writes it unless given. It must
+   * land before the batch: a caller may write it ahead, while it reads the order (the two requests share a round trip
+   * and most often a socket write). One written for a transition that then does not happen leads to nothing.
+   */
+  writePointer(tenantId: string, orderId: string): Promise<void> {
+    return this.db
+      .execute('INSERT INTO outbox_pointers (bucket, tenant_id, order_id) VALUES (?, ?, ?)', [
+        Math.floor(Date.now() / MINUTE),
+        tenantId,
+        orderId,
+      ])
+      .then(noop);
   }
 
   /**
@@ -365,3 +380,5 @@ function itemFromRow(row: Record<string, unknown>): Item {
     createdAt: (row.created_at as Date).toISOString(),
   };
 }
+
+const noop = () => undefined;

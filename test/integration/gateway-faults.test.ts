@@ -193,7 +193,9 @@ describe('gateway while Cassandra recovers from a failure', () => {
     try {
       const { answer, took } = await timed(() => purchase('POST', `/PurchaseOrders/${second}/validate`));
       expect(answer.status, answer.text).toBe(200);
-      expect(took).toBeGreaterThan(2_000);
+      // Three round trips of 0.5 s at least (the order's read beside its pointer, the batch, the reference): longer than
+      // the degraded budget (1 s) would have allowed.
+      expect(took).toBeGreaterThan(1_000);
     } finally {
       proxy.slow(0);
     }
