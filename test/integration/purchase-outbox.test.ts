@@ -95,6 +95,26 @@ function counting(db: CassandraClient, pattern: RegExp) {
   return { client, counted };
 }
 
+/** `count` draft orders of a tenant (ids `<tenant>-<index>`), each of one row, stored through `writer`. */
+function storedDrafts(writer: PurchaseStore, tenantId: string, count: number, description: string | null = null) {
+  const now = new Date().toISOString();
+  const item = { id: 'i1', code: 'C1', name: 'Bolt', unitPrice: '2', createdAt: now };
+  return Promise.all(
+    Array.from({ length: count }, async (_, index) => {
+      const order = draftPurchaseOrder({
+        id: `${tenantId}-${index}`,
+        supplierName: 'Acme',
+        currency: 'EUR',
+        rows: [{ item, quantity: '1', description }],
+        amends: null,
+        now,
+      });
+      await writer.createOrder(tenantId, order);
+      return order;
+    }),
+  );
+}
+
 const SETTLE_MS = 30_000;
 
 describe('purchase store and outbox relay', () => {
@@ -372,21 +392,7 @@ describe('purchase store and outbox relay', () => {
     );
     const writer = new PurchaseStore(db, (row) => relay.nudge(row));
     const now = new Date().toISOString();
-    const item = { id: 'i1', code: 'C1', name: 'Bolt', unitPrice: '2', createdAt: now };
-    const orders = await Promise.all(
-      Array.from({ length: ORDERS }, async (_, index) => {
-        const order = draftPurchaseOrder({
-          id: `${tenantId}-${index}`,
-          supplierName: 'Acme',
-          currency: 'EUR',
-          rows: [{ item, quantity: '1', description: 'x'.repeat(2000) }],
-          amends: null,
-          now,
-        });
-        await writer.createOrder(tenantId, order);
-        return order;
-      }),
-    );
+    const orders = await storedDrafts(writer, tenantId, ORDERS, 'x'.repeat(2000));
     for (const [index, order] of orders.entries()) {
       expect(
         await transition(writer, tenantId, validated(order, formatReference(BigInt(index + 1)), now), 1),
@@ -442,21 +448,7 @@ describe('purchase store and outbox relay', () => {
     );
     const writer = new PurchaseStore(db, (row) => relay.nudge(row));
     const now = new Date().toISOString();
-    const item = { id: 'i1', code: 'C1', name: 'Bolt', unitPrice: '2', createdAt: now };
-    const orders = await Promise.all(
-      Array.from({ length: ORDERS }, async (_, index) => {
-        const order = draftPurchaseOrder({
-          id: `${tenantId}-${index}`,
-          supplierName: 'Acme',
-          currency: 'EUR',
-          rows: [{ item, quantity: '1', description: null }],
-          amends: null,
-          now,
-        });
-        await writer.createOrder(tenantId, order);
-        return order;
-      }),
-    );
+    const orders = await storedDrafts(writer, tenantId, ORDERS);
     await Promise.all(
       orders.map((order, index) =>
         transition(writer, tenantId, validated(order, formatReference(BigInt(index + 1)), now), 1),
@@ -516,20 +508,9 @@ describe('purchase store and outbox relay', () => {
   it("sends the relay's marks and pointer deletions made together in one request", async () => {
     const { tenantId, store } = await setup();
     const now = new Date().toISOString();
-    const item = { id: 'i1', code: 'C1', name: 'Bolt', unitPrice: '2', createdAt: now };
-    const orders = Array.from({ length: 5 }, (_, index) =>
-      draftPurchaseOrder({
-        id: `${tenantId}-${index}`,
-        supplierName: 'Acme',
-        currency: 'EUR',
-        rows: [{ item, quantity: '1', description: null }],
-        amends: null,
-        now,
-      }),
-    );
+    const orders = await storedDrafts(store, tenantId, 5);
     const first = Math.floor(Date.now() / MINUTE);
     for (const [index, order] of orders.entries()) {
-      await store.createOrder(tenantId, order);
       await transition(store, tenantId, validated(order, formatReference(BigInt(index + 1)), now), 1);
     }
     const unpublished = async () =>
