@@ -1,6 +1,5 @@
-import { queryPage, statementSender, types, type CassandraClient } from '../core/cassandra.ts';
+import { queryPage, types, type CassandraClient } from '../core/cassandra.ts';
 import { newId } from '../core/ids.ts';
-import { DEFAULT_WRITE_BATCHING, WriteBatcher } from '../core/write-batcher.ts';
 import { isCasTimeout } from './cas.ts';
 import {
   formatReference,
@@ -16,8 +15,6 @@ const MINUTE = 60_000;
 const INLINE_BODY_CHARS = 512 * 1024;
 /** Chunk size of larger bodies: at most ~3 MB of UTF-8 per write. */
 const BODY_CHUNK_CHARS = 1024 * 1024;
-/** How long a relay's mark or pointer deletion waits for others to share its request. */
-const RELAY_WRITE_LINGER_MS = 10;
 /** Pointers read per request when a bucket is listed. */
 const POINTERS_PAGE = 5_000;
 
@@ -40,21 +37,12 @@ export type TransitionListener = (row: OutboxRow) => void;
 /** Cassandra store of items, purchase orders, their outbox rows and reference sequences. */
 export class PurchaseStore {
   private readonly references: ReferenceLeases;
-  /**
-   * The relay's marks and pointer deletions: nobody waits on them to answer, so they wait up to RELAY_WRITE_LINGER_MS
-   * for company and go several to a request (one request per validation each, before).
-   */
-  private readonly relayWrites: WriteBatcher;
 
   constructor(
     private readonly db: CassandraClient,
     private readonly onCommitted?: TransitionListener,
   ) {
     this.references = new ReferenceLeases(db);
-    this.relayWrites = new WriteBatcher(statementSender(db), {
-      ...DEFAULT_WRITE_BATCHING,
-      lingerMs: RELAY_WRITE_LINGER_MS,
-    });
   }
 
   async createItem(tenantId: string, item: Item): Promise<void> {
@@ -351,25 +339,19 @@ export class PurchaseStore {
     return parts.join('');
   }
 
-  /** Marks a row published, stamped with this client's clock (as the driver stamps a write by itself). */
   async markPublished(row: OutboxRow): Promise<void> {
-    await this.relayWrites.write([
-      {
-        query:
-          'UPDATE purchase_orders USING TIMESTAMP ? SET published = true WHERE tenant_id = ? AND id = ? AND outbox_id = ?',
-        params: [types.Long.fromNumber(Date.now() * 1000), row.tenantId, row.orderId, row.outboxId],
-      },
-    ]);
+    await this.db.execute(
+      'UPDATE purchase_orders SET published = true WHERE tenant_id = ? AND id = ? AND outbox_id = ?',
+      [row.tenantId, row.orderId, row.outboxId],
+    );
   }
 
   /** Deletes the pointer's writes made at or before `writtenUpToMicros` (write time); a later write survives. */
   async dropPointer(bucket: number, tenantId: string, orderId: string, writtenUpToMicros: number): Promise<void> {
-    await this.relayWrites.write([
-      {
-        query: 'DELETE FROM outbox_pointers USING TIMESTAMP ? WHERE bucket = ? AND tenant_id = ? AND order_id = ?',
-        params: [types.Long.fromNumber(writtenUpToMicros), bucket, tenantId, orderId],
-      },
-    ]);
+    await this.db.execute(
+      'DELETE FROM outbox_pointers USING TIMESTAMP ? WHERE bucket = ? AND tenant_id = ? AND order_id = ?',
+      [types.Long.fromNumber(writtenUpToMicros), bucket, tenantId, orderId],
+    );
   }
 
   async relayProgress(relay: string): Promise<number | undefined> {

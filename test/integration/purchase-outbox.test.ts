@@ -64,28 +64,15 @@ function heldWriter(db: CassandraClient) {
   return { store: new PurchaseStore(client), reached, open };
 }
 
-/** A client that counts the statements it executes that match `pattern`, and the requests (batches too) carrying them. */
+/** A client that counts the statements it executes that match `pattern`. */
 function counting(db: CassandraClient, pattern: RegExp) {
-  const counted = { count: 0, requests: 0 };
+  const counted = { count: 0 };
   const client = new Proxy(db, {
     get(target, property) {
       if (property === 'execute') {
         return (...args: Parameters<CassandraClient['execute']>) => {
-          if (pattern.test(String(args[0]))) {
-            counted.count += 1;
-            counted.requests += 1;
-          }
+          if (pattern.test(String(args[0]))) counted.count += 1;
           return target.execute(...args);
-        };
-      }
-      if (property === 'batch') {
-        return (...args: Parameters<CassandraClient['batch']>) => {
-          const matching = args[0].filter((statement) =>
-            pattern.test(typeof statement === 'string' ? statement : statement.query),
-          ).length;
-          counted.count += matching;
-          if (matching > 0) counted.requests += 1;
-          return target.batch(...args);
         };
       }
       const value: unknown = Reflect.get(target, property, target);
@@ -503,40 +490,6 @@ describe('purchase store and outbox relay', () => {
     expect(pointerWrites.count).toBe(1);
     expect(await relay.pass()).toBe(1);
     expect(published.map((row) => row.payload)).toEqual([body]);
-  });
-
-  it("sends the relay's marks and pointer deletions made together in one request", async () => {
-    const { tenantId, store } = await setup();
-    const now = new Date().toISOString();
-    const orders = await storedDrafts(store, tenantId, 5);
-    const first = Math.floor(Date.now() / MINUTE);
-    for (const [index, order] of orders.entries()) {
-      await transition(store, tenantId, validated(order, formatReference(BigInt(index + 1)), now), 1);
-    }
-    const unpublished = async () =>
-      (await Promise.all(orders.map((order) => store.unpublished(tenantId, order.id)))).flat();
-    // The pointers of this tenant, with their buckets (a minute may have begun meanwhile).
-    const pointers = async () =>
-      (
-        await Promise.all(
-          [first, first + 1].map(async (bucket) =>
-            (await store.pointers(bucket)).map((pointer) => ({ bucket, ...pointer })),
-          ),
-        )
-      ).flat();
-    const rows = await unpublished();
-    const listed = await pointers();
-    expect(rows).toHaveLength(5);
-    expect(listed).toHaveLength(5);
-
-    const { client, counted } = counting(db, /^(UPDATE purchase_orders USING TIMESTAMP|DELETE FROM outbox_pointers)/);
-    const writer = new PurchaseStore(client);
-    await Promise.all(rows.map((row) => writer.markPublished(row)));
-    const upTo = Date.now() * 1000;
-    await Promise.all(listed.map((pointer) => writer.dropPointer(pointer.bucket, tenantId, pointer.orderId, upTo)));
-    expect(counted).toEqual({ count: 10, requests: 2 });
-    expect(await unpublished()).toEqual([]);
-    expect(await pointers()).toEqual([]);
   });
 
   it("lists every pointer of a bucket, past the driver's first page (5,000 rows)", async () => {
