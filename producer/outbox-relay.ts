@@ -71,10 +71,11 @@ interface Tracked {
  *
  * Fast path: `nudge` is called in-process once a state change and its outbox row committed, with that row, and
  * publishes it at once without reading it back. Sweep: pointers are listed by minute bucket from the oldest still open
- * to now (at most every `listEveryMs`; the sweeps between read only the orders due); each order is read when its pointer is first listed (a later transition by a writer that runs no relay
- * shares the pointer, so this read is not skipped even when a nudge here has published the order's row) and again once
- * the pointer has settled, and only then is the pointer deleted, with a write time (`USING TIMESTAMP`) that removes the
- * pointer writes that read has covered and no later one. So a writer still between its pointer and its batch, or a
+ * to now (at most every `listEveryMs`; the sweeps between read only the orders due); each order is read when its
+ * pointer is first listed (a later transition by a writer that runs no relay shares the pointer, so this read is not
+ * skipped even when a nudge here has published the order's row) and again once the pointer has settled, and only then
+ * is the pointer deleted, with a write time (`USING TIMESTAMP`) that removes the pointer writes that read has covered
+ * and no later one. So a writer still between its pointer and its batch, or a
  * second transition of the same order in the same minute, keeps its pointer. A crash at any point leaves the row to a
  * later read. Without a nudge (the writer's process runs no relay, or died before publishing), an event whose batch
  * landed just after its order's first read waits for the settling read, up to settleMs; any other is published by the
