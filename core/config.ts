@@ -129,6 +129,12 @@ export interface Config {
      * while empty they are left out of the consumer's fetches (ConsumerOptions.quiet); 0 fetches them always.
      */
     readonly quietCheckMs: number;
+    /**
+     * How long after a retry tier's or the overflow's next record is due its partition is fetched again
+     * (DISPATCHER_DUE_SLACK_MS; ConsumerOptions.dueSlackMs): the records due meanwhile come in one fetch, where
+     * fetching at each record's due time decoded the partition's whole waiting backlog once per record.
+     */
+    readonly dueSlackMs: number;
   };
   /** Bulk replay jobs, run by the routers (router/replay-runner.ts). */
   readonly replay: {
@@ -263,6 +269,7 @@ export function loadConfig(env: Env = process.env): Config {
       overflowDelayMs: read.duration('DISPATCHER_OVERFLOW_DELAY', '5s'),
       fetchBytesPerPartition: read.integer('DISPATCHER_FETCH_BYTES', 1_048_576, 1_024, 100_000_000),
       quietCheckMs: read.integer('DISPATCHER_QUIET_CHECK_MS', 500, 0, 60_000),
+      dueSlackMs: read.integer('DISPATCHER_DUE_SLACK_MS', 250, 0, 60_000),
       circuit: {
         failures: read.integer('DISPATCHER_CIRCUIT_FAILURES', 5, 0, 10_000),
         // By default as long as the first retry delay, and at most an hour or the longest delay.

@@ -212,8 +212,11 @@ function fakeKafka() {
       listeners.get('consumer.group_join')?.({
         payload: { memberId: 'm', memberAssignment: { deliveries: partitions } },
       }),
-    /** Hands records `first`, `first + 1`, … of `partition`, keyed by `keys`, to the runner. */
-    feed: (partition: number, first: number, keys: string[], topic = 'deliveries') =>
+    /**
+     * Hands records `first`, `first + 1`, … of `partition`, keyed by `keys`, to the runner; `resumed` is called when the
+     * runner wakes a partition it paused (a record not yet due).
+     */
+    feed: (partition: number, first: number, keys: string[], topic = 'deliveries', resumed = () => undefined) =>
       eachBatch!({
         batch: {
           topic,
@@ -230,7 +233,7 @@ function fakeKafka() {
         },
         resolveOffset: () => undefined,
         heartbeat: async () => undefined,
-        pause: () => () => undefined,
+        pause: () => resumed,
         isRunning: () => true,
         isStale: () => false,
       }),
@@ -596,6 +599,37 @@ describe('ConsumerRunner when a handler fails', () => {
     await runner.commit();
     expect(fake.committed.get(0)).toBe(1n);
     await runner.stop();
+  });
+});
+
+describe('ConsumerRunner with records not yet due (retry tiers, the overflow)', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  // Each wake-up fetches the partition again from the record it stopped at, and kafkajs decodes every record the fetch
+  // brings (up to DISPATCHER_FETCH_BYTES): woken at each record's due time, a delay topic receiving a hundred records a
+  // second is fetched and decoded a hundred times a second. A slack lets the records due meanwhile come in one fetch.
+  it('wakes a paused partition dueSlackMs after its first record is due, not at once', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const t = await startRunner({ dueAt: (record) => Number(record.key!.toString()), dueSlackMs: 200 });
+    let wakes = 0;
+    await t.fake.feed(0, 0, ['1000', '1050', '1100'], 'deliveries', () => void (wakes += 1));
+    expect(t.started()).toBe(0);
+    await vi.advanceTimersByTimeAsync(1_100);
+    expect(wakes).toBe(0);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(wakes).toBe(1);
+    // Without a slack, at its due time as before.
+    const prompt = await startRunner({ dueAt: (record) => Number(record.key!.toString()) });
+    let promptWakes = 0;
+    await prompt.fake.feed(0, 0, ['2300'], 'deliveries', () => void (promptWakes += 1));
+    await vi.advanceTimersByTimeAsync(1_099);
+    expect(promptWakes).toBe(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(promptWakes).toBe(1);
+    vi.useRealTimers();
+    await Promise.all([t.stop(), prompt.stop()]);
   });
 });
 

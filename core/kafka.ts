@@ -329,6 +329,13 @@ export interface ConsumerOptions {
   /** Epoch ms before which the record must not be handled (retry tiers); the partition is paused until then. */
   dueAt?: (record: ConsumedRecord) => number | undefined;
   /**
+   * How long after its first record is due a paused partition is woken (default 0). Each wake-up fetches the partition
+   * again from that record, and kafkajs decodes all the fetch brings (up to fetchBytesPerPartition): woken at each
+   * record's due time, a delay topic taking a hundred records a second is fetched and decoded a hundred times a
+   * second, each time the whole of what waits in it. With a slack, the records due meanwhile come in one fetch.
+   */
+  dueSlackMs?: number;
+  /**
    * Slots: records handled at once across all partitions (a record whose handler released its slot no longer counts).
    * A freed slot goes to the groups (lane.group, e.g. tenants) in turn, and within one to its lanes in turn (FairSlots).
    */
@@ -513,10 +520,13 @@ export class ConsumerRunner {
           if (due !== undefined && due > Date.now()) {
             // Leave the record unresolved so the fetch resumes from it, and wake the partition when it is due.
             const resume = pause();
-            const timer = setTimeout(() => {
-              this.resumeTimers.delete(timer);
-              resume();
-            }, due - Date.now());
+            const timer = setTimeout(
+              () => {
+                this.resumeTimers.delete(timer);
+                resume();
+              },
+              due - Date.now() + (this.options.dueSlackMs ?? 0),
+            );
             this.resumeTimers.add(timer);
             return;
           }

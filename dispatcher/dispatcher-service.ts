@@ -274,6 +274,7 @@ export async function startDispatcher(
       process.exit(1);
     },
     dueAt: dueAtOf,
+    dueSlackMs: config.dispatcher.dueSlackMs,
     handle: async (record, slot) => {
       if (!record.value) throw new PoisonRecordError('delivery record without a value');
       const delivery = await decode(record, record.value);
