@@ -1,7 +1,7 @@
 # One image for every service; the command picks the service:
 #   docker run core-webhooks dist/api/main.js          # gateway
 #   docker run -e NODE_OPTIONS=--max-semi-space-size=32 core-webhooks dist/router/main.js       # router
-#   docker run -e NODE_OPTIONS=--max-semi-space-size=32 core-webhooks dist/dispatcher/main.js   # dispatcher
+#   docker run -e NODE_OPTIONS=--max-semi-space-size=16 core-webhooks dist/dispatcher/main.js   # dispatcher
 #     (the young generation the chart and `npm start` give them: README "What to expect")
 #   docker run core-webhooks dist/infra/admin.js migrate   # operator CLI (migrate | topics apply | schemas register)
 # Configuration comes from the environment only (README "Operating it", DESIGN.md §4 and §9).

@@ -17,15 +17,18 @@ export interface ServiceProcess {
 }
 
 /**
- * Node flags a service runs with, by entry. The router and the dispatcher allocate short-lived objects per delivery: a
- * young generation of 32 MB semi-spaces (V8's default is 16) halves their scavenges. Alternated on this 2-core machine,
- * it gave 9 % more deliveries/s (5,126-5,346 against 4,639-4,958), a lower p99 at 2,500/s (100 and 109 ms against
- * 270 and 125) and no measurable change at 500/s (p99 19-26 against 19-27 ms), for 20-30 MB more RSS. The chart's
- * values give the same flags as NODE_OPTIONS (infra/deploy/manifests.test.ts checks they agree).
+ * Node flags a service runs with, by entry. The router allocates short-lived objects per delivery: a young generation
+ * of 32 MB semi-spaces (V8's default is 16) halves its scavenges. Alternated on this 2-core machine, with both services
+ * at 32 it gave 9 % more deliveries/s (5,126-5,346 against 4,639-4,958), a lower p99 at 2,500/s (100 and 109 ms against
+ * 270 and 125) and no measurable change at 500/s (p99 19-26 against 19-27 ms), for 20-30 MB more RSS each. The
+ * dispatcher has 16 (V8's default, said explicitly): its RSS is bounded (300 MB with ten times the isolation mix, issue 27), and 32 MB
+ * semi-spaces cost it 32 MB there (301 against 269 MB) while full-speed runs alternated with it at 16 and 32 did not
+ * separate (1,471 and 1,259 against 1,257 and 1,608 deliveries/s). The chart's values give the same flags as
+ * NODE_OPTIONS (infra/deploy/manifests.test.ts checks they agree).
  */
 export const SERVICE_NODE_FLAGS: Readonly<Record<string, readonly string[]>> = {
   'router/main.ts': ['--max-semi-space-size=32'],
-  'dispatcher/main.ts': ['--max-semi-space-size=32'],
+  'dispatcher/main.ts': ['--max-semi-space-size=16'],
 };
 
 /** The Node flags `entry` runs with: its SERVICE_NODE_FLAGS, then CORE_NODE_FLAGS (diagnostics), which win. */
