@@ -518,7 +518,7 @@ export class ConsumerRunner {
           record.redelivered = BigInt(message.offset) < boundary;
           const due = this.options.dueAt?.(record);
           if (due !== undefined && due > Date.now()) {
-            // Leave the record unresolved so the fetch resumes from it, and wake the partition when it is due.
+            // Leave the record unresolved so the fetch resumes from it, and wake the partition dueSlackMs after it is due.
             const resume = pause();
             const timer = setTimeout(
               () => {
