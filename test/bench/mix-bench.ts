@@ -157,9 +157,15 @@ async function runMix(label: string, runShape: MixShape): Promise<void> {
     if (timeline) printTimeline(timeline.seconds, mix.p99ByWindow('fast', 1_000), started);
     const stages = quantiles(page, 'webhook_stage_seconds', 'stage');
     const gauge = (name: string) => Number(page.match(new RegExp(`^${name}\\S* (\\S+)`, 'm'))?.[1]);
-    // With --timeline the scrapes each second reset prom-client's lag max: the run's is the largest of theirs.
+    // With --timeline the scrapes each second reset prom-client's lag max: the run's is the largest of theirs since
+    // its first event (not the warm-up's).
     const lag = timeline
-      ? Math.max(...timeline.seconds.map((second) => second.lagMs / 1000).filter(Number.isFinite))
+      ? Math.max(
+          ...timeline.seconds
+            .filter((second) => second.at > started)
+            .map((second) => second.lagMs / 1000)
+            .filter(Number.isFinite),
+        )
       : gauge('nodejs_eventloop_lag_max_seconds');
     const mb = (name: string) => (gauge(name) / 2 ** 20).toFixed(0);
     console.log(
