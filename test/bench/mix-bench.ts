@@ -72,6 +72,9 @@ const counters = (page: string, name: string, label?: string) => {
   return out;
 };
 
+/** A gauge's value on a /metrics page (its first sample); NaN if absent. */
+const gaugeOf = (page: string, name: string) => Number(page.match(new RegExp(`^${name}\\S* (\\S+)`, 'm'))?.[1]);
+
 /** Per label value of a histogram on a /metrics page: the upper bound of the bucket holding its 99th percentile. */
 const quantiles = (page: string, name: string, label: string) => {
   const buckets = new Map<string, [number, number][]>();
@@ -156,7 +159,7 @@ async function runMix(label: string, runShape: MixShape): Promise<void> {
     console.log(`  fast p99 per 10 s of events: ${mix.p99ByWindow('fast', 10_000).join(', ')} ms`);
     if (timeline) printTimeline(timeline.seconds, mix.p99ByWindow('fast', 1_000), started);
     const stages = quantiles(page, 'webhook_stage_seconds', 'stage');
-    const gauge = (name: string) => Number(page.match(new RegExp(`^${name}\\S* (\\S+)`, 'm'))?.[1]);
+    const gauge = (name: string) => gaugeOf(page, name);
     // With --timeline the scrapes each second reset prom-client's lag max: the run's is the largest of theirs since
     // its first event (not the warm-up's).
     const lag = timeline
@@ -239,7 +242,7 @@ async function sampleTimeline(metricsPort: number, dispatcherPid?: number, route
     fetch(`http://127.0.0.1:${metricsPort}/metrics`)
       .then((response) => response.text())
       .then((page) => {
-        const gauge = (name: string) => Number(page.match(new RegExp(`^${name}\\S* (\\S+)`, 'm'))?.[1]);
+        const gauge = (name: string) => gaugeOf(page, name);
         seconds.push({
           at,
           lagMs: gauge('nodejs_eventloop_lag_max_seconds') * 1000,
