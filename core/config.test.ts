@@ -192,8 +192,8 @@ describe('loadConfig overrides', () => {
     [
       'lane backlog and overflow delay by default',
       {},
-      (c) => [c.dispatcher.laneBacklog, c.dispatcher.overflowDelayMs],
-      [100, 5_000],
+      (c) => [c.dispatcher.laneBacklog, c.dispatcher.overflowDelayMs, c.dispatcher.laneWaitMs],
+      [100, 5_000, 5_000],
     ],
     [
       "a fetch's bytes per partition: kafkajs' 1 MiB by default, or configured",
@@ -213,9 +213,15 @@ describe('loadConfig overrides', () => {
     ['due slack off', { DISPATCHER_DUE_SLACK_MS: '0' }, (c) => c.dispatcher.dueSlackMs, 0],
     [
       'lane backlog and overflow delay configured',
-      { DISPATCHER_LANE_BACKLOG: '20', DISPATCHER_OVERFLOW_DELAY: '2s' },
-      (c) => [c.dispatcher.laneBacklog, c.dispatcher.overflowDelayMs],
-      [20, 2_000],
+      { DISPATCHER_LANE_BACKLOG: '20', DISPATCHER_OVERFLOW_DELAY: '2s', DISPATCHER_LANE_WAIT_MS: '500' },
+      (c) => [c.dispatcher.laneBacklog, c.dispatcher.overflowDelayMs, c.dispatcher.laneWaitMs],
+      [20, 2_000, 500],
+    ],
+    [
+      'lane wait off: parked at the backlog bound whatever the pace',
+      { DISPATCHER_LANE_WAIT_MS: '0' },
+      (c) => c.dispatcher.laneWaitMs,
+      0,
     ],
     [
       "a tenant's share of the dispatcher's slots: half by default, of the configured total, or configured",

@@ -120,6 +120,12 @@ export interface Config {
     readonly laneBacklog: number;
     readonly overflowDelayMs: number;
     /**
+     * How long a subscription's waiting records may take to start at its pace before its backlog counts as slow
+     * (DISPATCHER_LANE_WAIT_MS): only a slow lane's records beyond DISPATCHER_LANE_BACKLOG are parked; one keeping pace
+     * keeps its backlog in the buffer (a burst). 0 parks at the backlog bound whatever the pace.
+     */
+    readonly laneWaitMs: number;
+    /**
      * Bytes of records one fetch brings of each partition at most (DISPATCHER_FETCH_BYTES): kafkajs decodes a whole
      * fetch response in one go, so this bounds how long the event loop is held by one.
      */
@@ -267,6 +273,7 @@ export function loadConfig(env: Env = process.env): Config {
       heapGrowthPercent: read.integer('DISPATCHER_HEAP_GROWTH_PERCENT', 100, 0, 1_000),
       laneBacklog: read.integer('DISPATCHER_LANE_BACKLOG', 100, 1, 1_000_000),
       overflowDelayMs: read.duration('DISPATCHER_OVERFLOW_DELAY', '5s'),
+      laneWaitMs: read.integer('DISPATCHER_LANE_WAIT_MS', 5_000, 0, 3_600_000),
       fetchBytesPerPartition: read.integer('DISPATCHER_FETCH_BYTES', 1_048_576, 1_024, 100_000_000),
       quietCheckMs: read.integer('DISPATCHER_QUIET_CHECK_MS', 500, 0, 60_000),
       dueSlackMs: read.integer('DISPATCHER_DUE_SLACK_MS', 250, 0, 60_000),

@@ -812,6 +812,97 @@ describe('ConsumerRunner lanes with an overflow (a full lane parks its backlog)'
     expect(t.fake.committed.get(0)).toBe(6n);
   });
 
+  /** A runner whose one lane ('a', limit 2) parks beyond 3 waiting records only when slow (overflow.waitMs). */
+  async function pacedRunner(waitMs: number, options: Partial<ConsumerOptions> = {}) {
+    const parked: number[] = [];
+    const t = await startRunner({
+      ...options,
+      lane: {
+        of: (record) => record.key!.toString(),
+        limit: 2,
+        overflow: {
+          topic: 'overflow',
+          bound: () => 3,
+          delayMs: 60_000,
+          waitMs,
+          park: async (record) => void parked.push(Number(record.offset)),
+        },
+        ...options.lane,
+      },
+    });
+    runners.push(t);
+    return { ...t, parked };
+  }
+
+  it('parks none of a backlog that waits only because the whole runner is busy: the lane is no slower than the rest', async () => {
+    let handled = 0;
+    // 38 records wait behind the lane's limit of 2, each pair taking a millisecond or more: longer than 10 ms to start
+    // them all, but the lane's records take no longer than any (it is the only lane): the runner is the bottleneck.
+    const t = await pacedRunner(10, {
+      handle: async () => {
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        handled += 1;
+      },
+    });
+    await t.fake.feed(0, 0, Array<string>(40).fill('a'));
+    await vi.waitFor(() => expect(handled).toBe(40));
+    expect(t.parked).toEqual([]);
+    await t.runner.commit();
+    expect(t.fake.committed.get(0)).toBe(40n);
+  });
+
+  it("moves a lane's waiting records beyond the bound aside once it stops finishing any; later ones go behind them", async () => {
+    const t = await pacedRunner(2_000);
+    // Another lane's record, over at once: the runner's records hold their slot for a few milliseconds.
+    await t.fake.feed(1, 0, ['b']);
+    await t.finish('b');
+    await t.fake.feed(0, 0, Array<string>(10).fill('a'));
+    await t.settle();
+    // Nothing is known of the lane's pace yet: its 8 waiting records stay in the buffer.
+    expect(t.active('a')).toBe(2);
+    expect(t.parked).toEqual([]);
+    // Two records held for 500 ms and more (far more than the runner's mean): 8 waiting would take over 2 s to start.
+    // The 5 newest go aside.
+    await vi.waitFor(() => expect(t.parked).toEqual([5, 6, 7, 8, 9]), { timeout: 5_000 });
+    await t.fake.feed(0, 10, ['a']);
+    await t.settle();
+    expect(t.parked).toEqual([5, 6, 7, 8, 9, 10]);
+    // The lane's own records still run in order; once done, every offset commits.
+    for (let i = 0; i < 5; i += 1) await t.finish('a');
+    expect(t.started()).toBe(6);
+    await t.runner.commit();
+    expect(t.fake.committed.get(0)).toBe(11n);
+  });
+
+  it("counts a lane's pace (a rate limit) in how long its records would wait: a paced lane's backlog goes aside", async () => {
+    let next = 0;
+    let handled = 0;
+    const t = await pacedRunner(200, {
+      handle: async () => void (handled += 1),
+      lane: {
+        of: (record) => record.key!.toString(),
+        limit: 2,
+        // One record every 50 ms; each is over at once, so only the pace tells how slowly the lane drains.
+        pace: {
+          wait: () => {
+            const now = Date.now();
+            if (now < next) return next - now;
+            next = now + 50;
+            return 0;
+          },
+        },
+      },
+    });
+    await t.fake.feed(0, 0, Array<string>(20).fill('a'));
+    await vi.waitFor(() => expect(handled + t.parked.length).toBe(20), { timeout: 5_000 });
+    // The newest went aside, in order; the lane kept its oldest (at least the bound's 3 after the first).
+    expect(t.parked.length).toBeGreaterThan(0);
+    expect(handled).toBeGreaterThanOrEqual(4);
+    expect(t.parked).toEqual(Array.from({ length: t.parked.length }, (_, index) => 20 - t.parked.length + index));
+    await t.runner.commit();
+    expect(t.fake.committed.get(0)).toBe(20n);
+  });
+
   it('parks sooner when many lanes are backlogged: each keeps at most its share of half the buffer', async () => {
     const parked: string[] = [];
     const t = await startRunner({

@@ -364,16 +364,26 @@ export interface ConsumerOptions {
      */
     pace?: { prepare?: (key: string, record: ConsumedRecord) => Promise<void>; wait: (key: string) => number };
     /**
-     * Where a lane's backlog goes instead of the shared read-ahead buffer: once `bound(key)` records of a lane wait,
-     * its next records are `park`ed (durably moved aside, to come back through `topic` once due) and their offsets
-     * finish at once, so a slow lane holds neither the buffer nor its partition. Records of a lane that has parked
-     * some in the last `delayMs` are parked too, behind them (its order as far as delays allow); a record coming
-     * back from `topic` is parked again only if its lane is still full.
+     * Where a slow lane's backlog goes instead of the shared read-ahead buffer: once `bound(key)` records of a lane
+     * wait and the lane is slow, its next records are `park`ed (durably moved aside, to come back through `topic` once
+     * due) and their offsets finish at once, so a slow lane holds neither the buffer nor its partition. Records of a
+     * lane that has parked some in the last `delayMs` are parked too, behind them (its order as far as delays allow);
+     * a record coming back from `topic` is parked again only if its lane is still full and slow.
+     *
+     * A lane is slow when its waiting records would take longer than `waitMs` to start, either at its pace (a rate
+     * limit holding it: their count times the moving mean of the time between its admissions) or because its own
+     * records take long: their count times the time its records hold a slot (a moving mean, or the time since its last
+     * record finished: an endpoint that stopped answering) over its limit, where that time is also at least
+     * SLOWER_THAN_THE_REST times the runner's mean over all its records. A burst that slows every lane alike (the
+     * process itself the bottleneck) parks none: the backlog waits in the buffer, which then holds up reading, and
+     * drains faster from there than through the overflow topic and back. A lane found slow later has its waiting
+     * records beyond the bound moved aside too. Without `waitMs` (or 0) every lane is slow: parked at `bound`.
      */
     overflow?: {
       topic: string;
       bound: (key: string) => number;
       delayMs: number;
+      waitMs?: number;
       park: (record: ConsumedRecord) => Promise<void>;
     };
   };
@@ -439,6 +449,10 @@ export class ConsumerRunner {
   /** Partitions of the quiet topics this runner paused because they were empty (`topic\u0000partition`). */
   private readonly quietPaused = new Set<string>();
   private quietTimer: NodeJS.Timeout | undefined;
+  /** Moving mean of how long records held a slot, over every lane: what a lane's own time is compared with. */
+  private meanHoldMs: number | undefined;
+  /** Looks for lanes found slow with more waiting than their bound (lane.overflow.waitMs). */
+  private slowLaneTimer: NodeJS.Timeout | undefined;
   private quietChecking = false;
   /** Whether the last quiet check failed: its warning is logged once per failing period, not every check. */
   private quietFailing = false;
@@ -550,6 +564,11 @@ export class ConsumerRunner {
       },
     });
     this.commitTimer = setInterval(() => void this.commit(), 200);
+    const waitMs = this.options.lane?.overflow?.waitMs ?? 0;
+    if (waitMs > 0) {
+      this.slowLaneTimer = setInterval(() => this.moveSlowBacklogs(), Math.min(250, Math.max(10, waitMs / 2)));
+      this.slowLaneTimer.unref();
+    }
     const quiet = this.options.quiet;
     if (quiet && quiet.topics.length > 0) {
       this.quietTimer = setInterval(() => void this.checkQuiet(quiet.topics), quiet.checkEveryMs);
@@ -641,6 +660,7 @@ export class ConsumerRunner {
     this.joins += 1;
     this.options.onMembership?.(undefined);
     clearInterval(this.quietTimer);
+    clearInterval(this.slowLaneTimer);
     for (const timer of this.resumeTimers) clearTimeout(timer);
     // Records waiting for their pace: let them through, they end at once unstarted (stopping) and stay uncommitted.
     for (const [key, lane] of this.lanes) {
@@ -730,15 +750,34 @@ export class ConsumerRunner {
     const group = this.options.lane?.group ? await this.groupOf(record) : '';
     let lane: Lane | undefined;
     if (laneKey !== undefined) {
-      lane = this.lanes.get(laneKey) ?? { active: 0, waiting: [] };
+      lane = this.lanes.get(laneKey) ?? {
+        active: 0,
+        waiting: [],
+        holding: 0,
+        progressAt: 0,
+        admittedAt: 0,
+        waitingSince: 0,
+      };
       this.lanes.set(laneKey, lane);
     }
     const size = record.value?.length ?? 0;
+    let entered = lane === undefined;
     try {
-      if (lane && laneKey !== undefined) await this.enterLane(laneKey, lane);
+      if (lane && laneKey !== undefined) {
+        entered = await this.enterLane(laneKey, lane);
+        if (!entered) {
+          // Its lane was found slow while it waited (moveSlowBacklogs): aside, unless its generation has ended.
+          if (this.stopping || generation !== this.joins) return;
+          await this.putAside(record, laneKey);
+          finished();
+          return;
+        }
+      }
       const release = await this.slots.take(group, laneKey ?? '');
       this.inFlight += 1;
       this.options.metrics?.inFlight(this.inFlight);
+      const startedAt = Date.now();
+      if (lane && lane.holding++ === 0) lane.progressAt = startedAt;
       try {
         // Stopping, or the group rebalancing since the record was fetched: a record not started yet stays unfinished,
         // so it is not committed, and whoever owns its partition next reads it again, flagged as redelivered. Started
@@ -750,9 +789,17 @@ export class ConsumerRunner {
         release();
         this.inFlight -= 1;
         this.options.metrics?.inFlight(this.inFlight);
+        if (lane) {
+          const now = Date.now();
+          const took = now - startedAt;
+          lane.holding -= 1;
+          lane.progressAt = now;
+          lane.meanMs = lane.meanMs === undefined ? took : lane.meanMs * 0.8 + took * 0.2;
+          this.meanHoldMs = this.meanHoldMs === undefined ? took : this.meanHoldMs * 0.95 + took * 0.05;
+        }
       }
     } finally {
-      if (lane && laneKey !== undefined) this.leaveLane(laneKey, lane);
+      if (lane && laneKey !== undefined && entered) this.leaveLane(laneKey, lane);
       this.buffered -= 1;
       this.bufferedBytes -= size;
       for (const wake of this.roomWaiters.splice(0)) wake();
@@ -770,10 +817,7 @@ export class ConsumerRunner {
     const overflow = this.options.lane?.overflow;
     if (!overflow || this.stopping) return false;
     const lane = this.lanes.get(laneKey);
-    if (lane !== undefined && lane.waiting.length > 0) {
-      const share = Math.floor(this.maxBuffered / 2 / this.waitingLanes);
-      if (lane.waiting.length >= Math.max(1, Math.min(overflow.bound(laneKey), share))) return true;
-    }
+    if (lane !== undefined && lane.waiting.length >= this.laneBound(laneKey) && this.isSlow(laneKey, lane)) return true;
     if (record.topic === overflow.topic) return false;
     const until = this.parkedUntil.get(laneKey);
     if (until === undefined) return false;
@@ -783,28 +827,50 @@ export class ConsumerRunner {
   }
 
   /**
+   * Waiting records a lane may hold before its next ones are parked, if it is slow: overflow.bound, or sooner its
+   * share of half the read-ahead buffer among the lanes with records waiting (a hundred backlogged subscriptions would
+   * otherwise fill the buffer below their bound each, and then nobody's records were read).
+   */
+  private laneBound(laneKey: string): number {
+    const share = Math.floor(this.maxBuffered / 2 / Math.max(1, this.waitingLanes));
+    return Math.max(1, Math.min(this.options.lane!.overflow!.bound(laneKey), share));
+  }
+
+  /** Whether the lane's waiting records would take longer than overflow.waitMs to start at its pace (see overflow). */
+  private isSlow(laneKey: string, lane: Lane): boolean {
+    const waitMs = this.options.lane?.overflow?.waitMs ?? 0;
+    if (waitMs <= 0) return true;
+    // Held by its pace: waiting for it now, at the pace measured between its admissions.
+    if (lane.paceTimer !== undefined && lane.waiting.length * (lane.gapMs ?? 0) > waitMs) return true;
+    // Nothing has finished anywhere yet: nothing to compare the lane with.
+    if (this.meanHoldMs === undefined) return false;
+    const stalledMs = lane.holding > 0 ? Date.now() - lane.progressAt : 0;
+    const holdMs = Math.max(lane.meanMs ?? 0, stalledMs);
+    if (holdMs < SLOWER_THAN_THE_REST * this.meanHoldMs) return false;
+    return (lane.waiting.length * holdMs) / this.laneLimit(laneKey) > waitMs;
+  }
+
+  /** Parks the waiting records beyond their lane's bound of every lane found slow since they entered it. */
+  private moveSlowBacklogs(): void {
+    if (this.stopping) return;
+    for (const [key, lane] of this.lanes) {
+      if (lane.waiting.length <= 1) continue;
+      const bound = this.laneBound(key);
+      if (lane.waiting.length <= bound || !this.isSlow(key, lane)) continue;
+      // The newest go: the lane's order is kept as far as the overflow's delay allows (parkedUntil puts later ones
+      // behind them). The bound is at least 1, so the lane keeps a record waiting and waitingLanes is unchanged.
+      for (const resolve of lane.waiting.splice(bound)) resolve(false);
+    }
+  }
+
+  /**
    * Moves a record aside until it succeeds (a broker error only delays it), then lets its offset be committed. It
    * counts as buffered meanwhile (waitForRoom counted it in), so stop() waits for it; it holds no lane and no slot.
    */
   private async park(record: ConsumedRecord, laneKey: string, finished: () => void): Promise<void> {
-    const overflow = this.options.lane!.overflow!;
     const size = record.value?.length ?? 0;
-    this.parkedUntil.set(laneKey, Date.now() + overflow.delayMs);
     try {
-      for (let attempt = 0; ; attempt += 1) {
-        try {
-          await overflow.park(record);
-          break;
-        } catch (error) {
-          const delay = Math.min(200 * 2 ** attempt, 10_000);
-          this.options.logger.error(
-            { err: error, topic: record.topic, partition: record.partition, offset: record.offset, retryInMs: delay },
-            'parking a record failed; retrying',
-          );
-          await new Promise((resolve) => setTimeout(resolve, delay));
-        }
-      }
-      this.options.metrics?.parked(record.topic);
+      await this.putAside(record, laneKey);
       finished();
     } finally {
       this.buffered -= 1;
@@ -812,6 +878,26 @@ export class ConsumerRunner {
       for (const wake of this.roomWaiters.splice(0)) wake();
       if (this.buffered === 0) for (const resolve of this.idle.splice(0)) resolve();
     }
+  }
+
+  /** Parks a record on the overflow topic, trying again until it succeeds (a broker error only delays it). */
+  private async putAside(record: ConsumedRecord, laneKey: string): Promise<void> {
+    const overflow = this.options.lane!.overflow!;
+    this.parkedUntil.set(laneKey, Date.now() + overflow.delayMs);
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await overflow.park(record);
+        break;
+      } catch (error) {
+        const delay = Math.min(200 * 2 ** attempt, 10_000);
+        this.options.logger.error(
+          { err: error, topic: record.topic, partition: record.partition, offset: record.offset, retryInMs: delay },
+          'parking a record failed; retrying',
+        );
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
+    this.options.metrics?.parked(record.topic);
   }
 
   /**
@@ -881,10 +967,16 @@ export class ConsumerRunner {
     }
   }
 
-  /** Queues the record in its lane and lets the lane's head in if the lane is under its limit. */
-  private enterLane(key: string, lane: Lane): Promise<void> {
-    const entered = new Promise<void>((resolve) => lane.waiting.push(resolve));
-    if (lane.waiting.length === 1) this.waitingLanes += 1;
+  /**
+   * Queues the record in its lane and lets the lane's head in if the lane is under its limit. Resolves true once the
+   * record entered, false if it was moved out of the lane's queue to be parked (moveSlowBacklogs).
+   */
+  private enterLane(key: string, lane: Lane): Promise<boolean> {
+    const entered = new Promise<boolean>((resolve) => lane.waiting.push(resolve));
+    if (lane.waiting.length === 1) {
+      this.waitingLanes += 1;
+      lane.waitingSince = Date.now();
+    }
     this.admit(key, lane);
     return entered;
   }
@@ -917,7 +1009,11 @@ export class ConsumerRunner {
         }
       }
       lane.active += 1;
-      lane.waiting.shift()!();
+      const now = Date.now();
+      const gap = now - Math.max(lane.admittedAt, lane.waitingSince);
+      lane.gapMs = lane.gapMs === undefined ? gap : lane.gapMs * 0.8 + gap * 0.2;
+      lane.admittedAt = now;
+      lane.waiting.shift()!(true);
       if (lane.waiting.length === 0) this.waitingLanes -= 1;
     }
   }
@@ -940,9 +1036,24 @@ export class ConsumerRunner {
 }
 
 /** The records of one concurrency lane being handled, and those waiting for their turn. */
+/** How many times the runner's mean time a lane's records must hold their slot to count as slow (overflow.waitMs). */
+const SLOWER_THAN_THE_REST = 4;
+
 interface Lane {
+  /** Records admitted (holding a slot, or waiting for one). */
   active: number;
-  waiting: (() => void)[];
+  /** Records queued for admission: told true when they enter, false when moved out to be parked. */
+  waiting: ((entered: boolean) => void)[];
+  /** Records holding a slot, and since when the lane has held one without any finishing (or when one last finished). */
+  holding: number;
+  progressAt: number;
+  /** Moving mean of how long its records held a slot; unknown until one has finished. */
+  meanMs?: number;
+  /** When a record last entered, when the lane last started having records waiting, and the moving mean of the time
+   * a waiting record waited for the admission before its own (the lane's pace while backlogged). */
+  admittedAt: number;
+  waitingSince: number;
+  gapMs?: number;
   /** Set while the lane waits for its pace (a rate limit) to let the next record start. */
   paceTimer?: NodeJS.Timeout;
 }

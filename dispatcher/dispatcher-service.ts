@@ -251,6 +251,9 @@ export async function startDispatcher(
         topic: topics.overflow,
         bound: () => config.dispatcher.laneBacklog,
         delayMs: config.dispatcher.overflowDelayMs,
+        // Only a lane that would take longer than this to start its waiting records: a burst to healthy endpoints
+        // drains faster from the buffer than through the overflow topic and back.
+        waitMs: config.dispatcher.laneWaitMs,
         park: (record) =>
           publisher.publish([parkedMessage(topics.overflow, record, config.dispatcher.overflowDelayMs)]),
       },

@@ -434,6 +434,14 @@ try {
           return `ordering: ${count('waiting')} deliveries waited for an earlier one of their entity (dispatcher outcomes, warm-up included)`;
         })()
       : undefined;
+  // Records the dispatcher moved to the overflow topic (a lane's backlog found slow), warm-up included: each costs a
+  // publication, a fetch and the overflow's delay, so a healthy run parks none.
+  const parkedText = await (await fetch(`http://127.0.0.1:${metricsPorts.dispatcher}/metrics`)).text();
+  const parkedCount = [...parkedText.matchAll(/^webhook_records_parked_total(?:\{[^}]*\})? (\S+)$/gm)].reduce(
+    (sum, match) => sum + Number(match[1]),
+    0,
+  );
+  const parkedLine = `overflow: ${parkedCount} records parked by the dispatcher (warm-up included)`;
   // The receiver shares the bench's process with the event publisher: its delays show in the latency too.
   runtimes.push(
     formatRuntime('bench: receiver and publisher', {
@@ -487,7 +495,8 @@ dispatcher RSS: max ${Math.max(...memory).toFixed(0)} MB, last ${memory.at(-1)?.
         `${(collector.bytes / 1024 / 1024).toFixed(1)} MB of spans`,
     );
   }
-  for (const line of [...orderingLines, ...throttleLines, cpuLine, ...stages, ...runtimes]) console.log(line);
+  for (const line of [...orderingLines, ...throttleLines, parkedLine, cpuLine, ...stages, ...runtimes])
+    console.log(line);
 } finally {
   clearInterval(sampler);
   await Promise.all([router.stop(), dispatcher.stop()]);
