@@ -853,25 +853,47 @@ describe('ConsumerRunner lanes with an overflow (a full lane parks its backlog)'
 
   it("moves a lane's waiting records beyond the bound aside once it stops finishing any; later ones go behind them", async () => {
     const t = await pacedRunner(2_000);
-    // Another lane's record, over at once: the runner's records hold their slot for a few milliseconds.
-    await t.fake.feed(1, 0, ['b']);
-    await t.finish('b');
     await t.fake.feed(0, 0, Array<string>(10).fill('a'));
     await t.settle();
     // Nothing is known of the lane's pace yet: its 8 waiting records stay in the buffer.
     expect(t.active('a')).toBe(2);
     expect(t.parked).toEqual([]);
-    // Two records held for 500 ms and more (far more than the runner's mean): 8 waiting would take over 2 s to start.
-    // The 5 newest go aside.
-    await vi.waitFor(() => expect(t.parked).toEqual([5, 6, 7, 8, 9]), { timeout: 5_000 });
+    // Meanwhile another lane's records finish at once, one every 20 ms. Once the lane's two records have been held 500
+    // ms while others finished (far more than the runner's mean), its 8 waiting would take over 2 s to start: the 5
+    // newest go aside.
+    let others = 0;
+    const otherLane = setInterval(() => {
+      const offset = others++;
+      void t.fake
+        .feed(1, offset, ['b'])
+        .then(() => t.settle())
+        .then(() => t.finish('b'));
+    }, 20);
+    try {
+      await vi.waitFor(() => expect(t.parked).toEqual([5, 6, 7, 8, 9]), { timeout: 5_000 });
+    } finally {
+      clearInterval(otherLane);
+    }
+    await t.settle();
     await t.fake.feed(0, 10, ['a']);
     await t.settle();
     expect(t.parked).toEqual([5, 6, 7, 8, 9, 10]);
     // The lane's own records still run in order; once done, every offset commits.
     for (let i = 0; i < 5; i += 1) await t.finish('a');
-    expect(t.started()).toBe(6);
+    expect(t.startedKeys.filter((key) => key === 'a')).toHaveLength(5);
     await t.runner.commit();
     expect(t.fake.committed.get(0)).toBe(11n);
+  });
+
+  it('does not take a lane for stalled while no record finishes anywhere (the process held, not the endpoint)', async () => {
+    const t = await pacedRunner(2_000);
+    await t.fake.feed(1, 0, ['b']);
+    await t.finish('b');
+    await t.fake.feed(0, 0, Array<string>(10).fill('a'));
+    // 1.2 s with two records held and 8 waiting, but nothing finished elsewhere either: no lane is slower than the rest.
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    expect(t.parked).toEqual([]);
+    expect(t.active('a')).toBe(2);
   });
 
   it("counts a lane's pace (a rate limit) in how long its records would wait: a paced lane's backlog goes aside", async () => {

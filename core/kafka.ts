@@ -372,12 +372,12 @@ export interface ConsumerOptions {
      *
      * A lane is slow when its waiting records would take longer than `waitMs` to start, either at its pace (a rate
      * limit holding it: their count times the moving mean of the time between its admissions) or because its own
-     * records take long: their count times the time its records hold a slot (a moving mean, or the time since its last
-     * record finished: an endpoint that stopped answering) over its limit, where that time is also at least
-     * SLOWER_THAN_THE_REST times the runner's mean over all its records. A burst that slows every lane alike (the
-     * process itself the bottleneck) parks none: the backlog waits in the buffer, which then holds up reading, and
-     * drains faster from there than through the overflow topic and back. A lane found slow later has its waiting
-     * records beyond the bound moved aside too. Without `waitMs` (or 0) every lane is slow: parked at `bound`.
+     * records take long: their count times the time its records hold a slot (a moving mean, or how long others have
+     * finished records since its last one did: an endpoint that stopped answering) over its limit, where that time is
+     * also at least SLOWER_THAN_THE_REST times the runner's mean over all its records. A burst that slows every lane
+     * alike (the process itself the bottleneck) parks none: the backlog waits in the buffer, which then holds up
+     * reading, and drains faster from there than through the overflow topic and back. A lane found slow later has its
+     * waiting records beyond the bound moved aside too. Without `waitMs` (or 0) every lane is slow: parked at `bound`.
      */
     overflow?: {
       topic: string;
@@ -451,6 +451,8 @@ export class ConsumerRunner {
   private quietTimer: NodeJS.Timeout | undefined;
   /** Moving mean of how long records held a slot, over every lane: what a lane's own time is compared with. */
   private meanHoldMs: number | undefined;
+  /** When any record last finished: a lane has stalled only while others finish (not while the process is held). */
+  private finishedAt = 0;
   /** Looks for lanes found slow with more waiting than their bound (lane.overflow.waitMs). */
   private slowLaneTimer: NodeJS.Timeout | undefined;
   private quietChecking = false;
@@ -794,8 +796,9 @@ export class ConsumerRunner {
           const took = now - startedAt;
           lane.holding -= 1;
           lane.progressAt = now;
-          lane.meanMs = lane.meanMs === undefined ? took : lane.meanMs * 0.8 + took * 0.2;
+          lane.meanMs = lane.meanMs === undefined ? took : lane.meanMs * 0.9 + took * 0.1;
           this.meanHoldMs = this.meanHoldMs === undefined ? took : this.meanHoldMs * 0.95 + took * 0.05;
+          this.finishedAt = now;
         }
       }
     } finally {
@@ -844,7 +847,8 @@ export class ConsumerRunner {
     if (lane.paceTimer !== undefined && lane.waiting.length * (lane.gapMs ?? 0) > waitMs) return true;
     // Nothing has finished anywhere yet: nothing to compare the lane with.
     if (this.meanHoldMs === undefined) return false;
-    const stalledMs = lane.holding > 0 ? Date.now() - lane.progressAt : 0;
+    // Measured to the last record finished anywhere: a stalled event loop or a busy process stalls every lane alike.
+    const stalledMs = lane.holding > 0 ? this.finishedAt - lane.progressAt : 0;
     const holdMs = Math.max(lane.meanMs ?? 0, stalledMs);
     if (holdMs < SLOWER_THAN_THE_REST * this.meanHoldMs) return false;
     return (lane.waiting.length * holdMs) / this.laneLimit(laneKey) > waitMs;
@@ -883,6 +887,23 @@ export class ConsumerRunner {
   /** Parks a record on the overflow topic, trying again until it succeeds (a broker error only delays it). */
   private async putAside(record: ConsumedRecord, laneKey: string): Promise<void> {
     const overflow = this.options.lane!.overflow!;
+    if (!this.parkedUntil.has(laneKey)) {
+      const lane = this.lanes.get(laneKey);
+      // Why the lane counts as slow, once per stretch of parking (each record of it is parked for delayMs after).
+      this.options.logger.debug(
+        {
+          lane: laneKey,
+          waiting: lane?.waiting.length,
+          limit: this.laneLimit(laneKey),
+          meanMs: lane?.meanMs,
+          stalledMs: lane && lane.holding > 0 ? this.finishedAt - lane.progressAt : 0,
+          gapMs: lane?.gapMs,
+          paced: lane?.paceTimer !== undefined,
+          runnerMeanMs: this.meanHoldMs,
+        },
+        "a slow lane's backlog parked",
+      );
+    }
     this.parkedUntil.set(laneKey, Date.now() + overflow.delayMs);
     for (let attempt = 0; ; attempt += 1) {
       try {
@@ -1037,7 +1058,7 @@ export class ConsumerRunner {
 
 /** The records of one concurrency lane being handled, and those waiting for their turn. */
 /** How many times the runner's mean time a lane's records must hold their slot to count as slow (overflow.waitMs). */
-const SLOWER_THAN_THE_REST = 4;
+const SLOWER_THAN_THE_REST = 8;
 
 interface Lane {
   /** Records admitted (holding a slot, or waiting for one). */
