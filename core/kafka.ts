@@ -1,12 +1,7 @@
 // The only module that imports a Kafka client: producers, consumers, offsets and heartbeats live here. Consumers and
 // admin requests go through kafkajs; records are published through @platformatic/kafka, whose producer spends a third of
 // the CPU per record of kafkajs' (measured in test/bench/kafka-clients.ts).
-import {
-  compatibilityPartitioner,
-  ProduceAcks,
-  Producer as RecordProducer,
-  stringSerializer,
-} from '@platformatic/kafka';
+import { ProduceAcks, Producer as RecordProducer, stringSerializer } from '@platformatic/kafka';
 import {
   AssignerProtocol,
   Kafka,
@@ -18,6 +13,7 @@ import {
   type LogEntry,
 } from 'kafkajs';
 import { FairSlots } from './fair-slots.ts';
+import { javaPartitioner, partitionOf } from './partitioner.ts';
 import { patchOffsetCoordinator } from './kafkajs-offset-coordinator.ts';
 import { patchRequestQueue } from './kafkajs-request-queue.ts';
 import type { Logger } from './log.ts';
@@ -161,7 +157,7 @@ export class Publisher {
       idempotent: true,
       acks: ProduceAcks.ALL,
       autocreateTopics: false,
-      partitioner: compatibilityPartitioner,
+      partitioner: javaPartitioner,
       serializers: { key: stringSerializer, headerKey: stringSerializer, headerValue: stringSerializer },
       retries: Number.MAX_SAFE_INTEGER,
       retryDelay: (_client, operation, attempt, _retries, error) => {
@@ -289,12 +285,10 @@ function recordBytes(record: OutgoingRecord): number {
 }
 
 /**
- * The partition the publisher puts a record keyed `key` in: the producer's own partitioner (murmur2, as Java's), on the
- * key as its serializer encodes it, modulo the partition count as the producer takes it.
+ * The partition the publisher puts a record keyed `key` in: the producer's partitioner (murmur2, as Java's), on the key
+ * as its serializer encodes it (UTF-8), modulo the partition count as the producer takes it.
  */
-export function partitionOf(key: string, partitions: number): number {
-  return compatibilityPartitioner({ topic: '', key }, Buffer.from(key, 'utf8')) % partitions;
-}
+export { partitionOf };
 
 /** A consumer group as one member sees it after joining: itself and each member's partitions by topic. */
 export interface GroupMembership {
