@@ -25,6 +25,7 @@ import { lookup } from 'node:dns/promises';
 import { operationalEventTypes } from '../core/operational-event-types.ts';
 import { OperationalLimit } from '../core/operational-limit.ts';
 import { startOperationalOutbox } from '../core/operational-service.ts';
+import { createGatewayMetrics, Readiness, serveMetrics } from '../core/metrics.ts';
 
 /**
  * How long start-up waits for the catalogue to catch up before listening anyway (it then answers subscription writes
@@ -42,8 +43,12 @@ export async function startGateway(
   const topics = topicNames(config);
   const verifier = createTokenVerifier(config.auth);
   const integrators = new IntegratorStore(platform.db);
+  const metrics = createGatewayMetrics();
   const purchase = apis.purchase
-    ? await startPurchaseService(config, platform, logger, { relay: config.purchase.outboxRelay })
+    ? await startPurchaseService(config, platform, logger, {
+        relay: config.purchase.outboxRelay,
+        metrics: metrics.purchase,
+      })
     : undefined;
   let catalogueTail: { stop(): Promise<void> } | undefined;
   const readiness: ReadinessCheck[] = [
@@ -141,7 +146,8 @@ export async function startGateway(
     integrators,
     webhook,
     replayJobs,
-    purchase: purchase ? { store: purchase.store } : undefined,
+    purchase: purchase ? { store: purchase.store, metrics: metrics.purchase } : undefined,
+    requestMetrics: metrics.request,
     readiness,
     requestBudget: new RequestBudget(
       config.gateway.requestBudgetMs,
@@ -153,10 +159,17 @@ export async function startGateway(
       ? { root: CONSOLE_ROOT, tokenUrl: `${config.auth.url}/oauth/token`, audience: config.auth.audience }
       : undefined,
   });
+  // Metrics, and /health and /ready as on the API's port, on a port of their own (METRICS_PORT; 0: not served).
+  const probes = new Readiness(readiness.map((check) => check.name));
+  for (const check of readiness) {
+    probes.set(check.name, async () => ((await check.ready()) ? undefined : 'not ready'));
+  }
+  const metricsServer = await serveMetrics(metrics.registry, config.gateway.host, config.metricsPort, probes);
   await app.listen({ host: config.gateway.host, port: config.gateway.port });
   logger.info({ baseUrl: config.gateway.baseUrl }, 'gateway listening');
   return async () => {
     await app.close();
+    metricsServer?.close();
     await catalogueTail?.stop();
     await purchase?.stop();
     await operational?.stop();

@@ -12,6 +12,7 @@ import { buildValidator } from '../core/http/validation.ts';
 import { purchaseRoutes } from '../producer/purchase-routes.ts';
 import { purchaseComponents, purchaseOverrides } from '../producer/purchase-schemas.ts';
 import type { PurchaseStore } from '../producer/purchase-store.ts';
+import type { PurchaseMetrics } from '../core/metrics.ts';
 import { consoleRoutes, type ConsoleOptions } from './console-routes.ts';
 import { webhookRoutes, type WebhookRoutesOptions } from './webhook-routes.ts';
 import { webhookComponents, webhookOverrides } from './webhook-schemas.ts';
@@ -25,7 +26,9 @@ export interface GatewayDeps {
   webhook?: WebhookRoutesOptions;
   /** Bulk replay jobs (POST /Deliveries/replay, /ReplayJobs), in the webhook API beside its other routes. */
   replayJobs?: ReplayJobRoutesOptions;
-  purchase?: { store: PurchaseStore };
+  purchase?: { store: PurchaseStore; metrics?: PurchaseMetrics };
+  /** Each request's duration, by method, route template and status (gateway_request_duration_seconds). */
+  requestMetrics?: (method: string, route: string, status: number, ms: number) => void;
   /** The operator console under /console (static files and its sign-in route), hidden from the OpenAPI documents. */
   console?: ConsoleOptions;
   /** What GET /ready checks: each dependency by name, answering whether it is usable now. */
@@ -63,6 +66,13 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
     clientErrorHandler,
   });
   installErrorHandler(app);
+  const observe = deps.requestMetrics;
+  if (observe) {
+    // The route's template, not its path: the label set stays bounded whatever ids the requests carry.
+    app.addHook('onResponse', async (request, reply) => {
+      observe(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime);
+    });
+  }
   installRequestSpans(app);
   if (deps.requestBudget) installRequestBudget(app, deps.requestBudget, isUnreachable);
   await app.register(swagger, {

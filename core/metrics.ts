@@ -3,7 +3,25 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** The stages of an event's way to a subscriber, each timed on its own (webhook_stage_seconds{stage}). */
-export type Stage =
+export type Stage = PurchaseStage | DeliveryStage;
+
+/**
+ * The purchase service's stages (the gateway): a transition request's read of the order, its reference (validations
+ * only), its conditional write; then, for an event its relay published as it committed, the wait for the relay
+ * (commit_to_publish), the publication until Kafka acknowledged it (outbox_publish) and the two together
+ * (commit_to_topic); for an event the sweep published instead, its commit to Kafka's acknowledgement (sweep_to_topic).
+ */
+export type PurchaseStage =
+  | 'transition_read'
+  | 'transition_reference'
+  | 'transition_commit'
+  | 'commit_to_publish'
+  | 'outbox_publish'
+  | 'commit_to_topic'
+  | 'sweep_to_topic';
+
+/** The router's and the dispatcher's stages. */
+export type DeliveryStage =
   | 'event_to_routed'
   | 'routing'
   | 'routing_write'
@@ -84,6 +102,68 @@ export interface ReplayMetrics {
   running(jobs: number): void;
 }
 
+/** Bucket bounds of webhook_stage_seconds and gateway_request_duration_seconds, in seconds. */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
+
+/** webhook_stage_seconds in `registry`, and how a service records into it (milliseconds, a negative one taken as 0). */
+function stageRecorder(registry: Registry): (stage: Stage, ms: number) => void {
+  const stages = new Histogram({
+    name: 'webhook_stage_seconds',
+    help:
+      'Time an event spends in each stage. Gateway: transition_read, transition_reference, transition_commit (a ' +
+      "transition request's read, reference and conditional write), commit_to_publish (commit until its relay " +
+      'publishes), outbox_publish (until Kafka acknowledged), commit_to_topic (both), sweep_to_topic (commit to ' +
+      'acknowledgement of an event the sweep published). Router: event_to_routed (on the event topic until the router ' +
+      'takes it), routing (stored and published as deliveries; of it, routing_write: the history rows in Cassandra, ' +
+      'routing_publish: the delivery records acknowledged by Kafka). Dispatcher: queue_to_dispatch (on the deliveries ' +
+      'topic, or past its retry due time, until a dispatcher takes it), attempt (the POST), event_to_answer (event ' +
+      'published to first answer, attempt 1)',
+    labelNames: ['stage'],
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  return (name, ms) => stages.observe({ stage: name }, Math.max(0, ms) / 1000);
+}
+
+/** What the purchase service records: its stages, and the events its outbox published, by how. */
+export interface PurchaseMetrics {
+  stage(stage: PurchaseStage, ms: number): void;
+  /** Events acknowledged by Kafka: published as they committed (nudge) or found by the sweep (sweep). */
+  published(path: 'nudge' | 'sweep', count: number): void;
+}
+
+/** The gateway's metrics: every API request's duration, and the purchase service's. */
+export function createGatewayMetrics() {
+  const registry = new Registry();
+  registry.setDefaultLabels({ service: 'gateway' });
+  collectDefaultMetrics({ register: registry });
+  const stage = stageRecorder(registry);
+  const requests = new Histogram({
+    name: 'gateway_request_duration_seconds',
+    help: 'API requests from arrival to the answer sent, by method, route template (unmatched: no route) and status',
+    labelNames: ['method', 'route', 'status'],
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const published = new Counter({
+    name: 'purchase_events_published_total',
+    help:
+      'Purchase events acknowledged by Kafka: published by the relay as they committed (nudge), or by the sweep ' +
+      '(sweep: the relay of the process that committed them did not, or its gateway runs no relay)',
+    labelNames: ['path'],
+    registers: [registry],
+  });
+  return {
+    registry,
+    request: (method: string, route: string, status: number, ms: number) =>
+      requests.observe({ method, route, status: String(status) }, Math.max(0, ms) / 1000),
+    purchase: {
+      stage,
+      published: (path, count) => published.inc({ path }, count),
+    } satisfies PurchaseMetrics,
+  };
+}
+
 export function createMetrics(service: string) {
   const registry = new Registry();
   registry.setDefaultLabels({ service });
@@ -100,18 +180,7 @@ export function createMetrics(service: string) {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
-  const stages = new Histogram({
-    name: 'webhook_stage_seconds',
-    help:
-      'Time an event spends in each stage: event_to_routed (on the event topic until the router takes it), routing ' +
-      '(stored and published as deliveries; of it, routing_write: the history rows in Cassandra, routing_publish: the ' +
-      'delivery records acknowledged by Kafka), queue_to_dispatch (on the deliveries topic, or past its retry due time, ' +
-      'until a dispatcher takes it), attempt (the POST), event_to_answer (event published to first answer, attempt 1)',
-    labelNames: ['stage'],
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
-    registers: [registry],
-  });
-  const stage = (name: Stage, ms: number) => stages.observe({ stage: name }, Math.max(0, ms) / 1000);
+  const stage = stageRecorder(registry);
   const inFlight = new Gauge({
     name: 'webhook_records_in_flight',
     help: 'Records handed to handlers and not yet finished',

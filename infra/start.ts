@@ -51,9 +51,9 @@ const supervisors: Supervisor[] = [];
 async function main(): Promise<void> {
   const dispatchers = dispatcherCount(process.argv.slice(2), process.env);
   // The router's metrics, health and readiness on METRICS_PORT (9101 unless set), dispatcher k on the k-th port after
-  // it; METRICS_PORT=0 turns them all off.
+  // it, the gateway's on the port after the last dispatcher; METRICS_PORT=0 turns them all off.
   const firstMetricsPort = Number(process.env.METRICS_PORT ?? '9101');
-  if (!Number.isInteger(firstMetricsPort) || firstMetricsPort < 0 || firstMetricsPort + dispatchers > 65535) {
+  if (!Number.isInteger(firstMetricsPort) || firstMetricsPort < 0 || firstMetricsPort + dispatchers + 1 > 65535) {
     throw new Error(`METRICS_PORT must be a port number (0 for off), not "${process.env.METRICS_PORT}"`);
   }
   const cluster = process.argv.slice(2).includes('--cluster');
@@ -129,7 +129,7 @@ async function main(): Promise<void> {
   ];
   say(`starting the identity provider, gateway, router and ${dispatchers} dispatcher${dispatchers === 1 ? '' : 's'}`);
   launch('identity-provider', 'infra/identity-provider-main.ts');
-  launch('gateway', 'api/main.ts');
+  launch('gateway', 'api/main.ts', metricsPort(dispatchers + 1));
   for (const probe of probes) launch(probe.name, `${probe.name.replace(/-\d+$/, '')}/main.ts`, probe.port);
   // Supervised processes that fail at start are restarted, so these waits only give up at their time limit.
   await waitForHttp(`${config.auth.url}/health`, 'identity provider', 60_000);
@@ -152,7 +152,7 @@ Core Webhooks is ready (${((Date.now() - started) / 1000).toFixed(1)} s).
   Kafka                 ${servers.kafkaBrokers.join(',')}
   Cassandra             ${servers.cassandraContactPoints.join(',')} (keyspace ${config.cassandra.keyspace})
   schema registry       ${servers.schemaRegistryUrl}
-${probes.map((probe) => `  ${endpoints(probe)}`).join('\n')}
+${[...probes, { name: 'gateway', port: metricsPort(dispatchers + 1) }].map((probe) => `  ${endpoints(probe)}`).join('\n')}
   logs                  ${logs}
 
 Demo client (tenant "${demo.tenantId}", registered on both APIs):

@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { budgetLeft, withinBudget } from '../core/budget.ts';
 import { createLogger } from '../core/log.ts';
+import type { PurchaseMetrics, PurchaseStage } from '../core/metrics.ts';
 import { OutboxRelay } from './outbox-relay.ts';
 import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts';
 
@@ -57,7 +58,13 @@ function relay(
   store: PurchaseStore,
   published: string[],
   publish?: () => Promise<void>,
-  options: { now?: () => number; peerGraceMs?: number; listEveryMs?: number } = {},
+  options: {
+    now?: () => number;
+    peerGraceMs?: number;
+    listEveryMs?: number;
+    window?: number;
+    metrics?: PurchaseMetrics;
+  } = {},
 ) {
   return new OutboxRelay(
     store,
@@ -224,5 +231,70 @@ describe('OutboxRelay nudge', () => {
     withinBudget(0, () => outbox.nudge(row('o1')));
     await outbox.idle();
     expect(budgets).toEqual([undefined]);
+  });
+});
+
+/** Metrics that keep what is recorded: each stage's observations, and the events published by path. */
+function recordingMetrics() {
+  const stages = new Map<PurchaseStage, number[]>();
+  const published = { nudge: 0, sweep: 0 };
+  const metrics: PurchaseMetrics = {
+    stage: (stage, ms) => stages.set(stage, [...(stages.get(stage) ?? []), ms]),
+    published: (path, count) => void (published[path] += count),
+  };
+  return { metrics, stages, published };
+}
+
+describe('OutboxRelay metrics', () => {
+  it("times a nudged event from its commit: the wait for the relay, the publication until Kafka's acknowledgement, both", async () => {
+    const { store } = memoryStore(new Map([[CURRENT, ['o1']]]), new Set());
+    const { metrics, stages, published } = recordingMetrics();
+    let acknowledge!: () => void;
+    const outbox = relay(store, [], () => new Promise<void>((resolve) => (acknowledge = resolve)), { metrics });
+    outbox.nudge(row('o1'));
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    acknowledge();
+    await outbox.idle();
+    expect([...stages.keys()].sort()).toEqual(['commit_to_publish', 'commit_to_topic', 'outbox_publish']);
+    const [publish] = stages.get('outbox_publish')!;
+    const [toTopic] = stages.get('commit_to_topic')!;
+    const [toPublish] = stages.get('commit_to_publish')!;
+    // The broker held the acknowledgement 30 ms: the publication and the whole way to the topic took that at least.
+    expect(publish).toBeGreaterThanOrEqual(25);
+    expect(toTopic).toBeGreaterThanOrEqual(publish!);
+    expect(toTopic! - toPublish! - publish!).toBeCloseTo(0, 5);
+    expect(published).toEqual({ nudge: 1, sweep: 0 });
+  });
+
+  it('times a nudge that waited for room in the window from its commit, not from when it got room', async () => {
+    const { store } = memoryStore(new Map([[CURRENT, ['o1', 'o2']]]), new Set());
+    const { metrics, stages, published } = recordingMetrics();
+    const acknowledgements: (() => void)[] = [];
+    const outbox = relay(store, [], () => new Promise<void>((resolve) => acknowledgements.push(resolve)), {
+      metrics,
+      window: 1,
+    });
+    outbox.nudge(row('o1'));
+    outbox.nudge(row('o2')); // the window is full: o2 waits as an id, and its row is read when o1 is acknowledged
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    acknowledgements.shift()!();
+    while (acknowledgements.length === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+    acknowledgements.shift()!();
+    await outbox.idle();
+    const waits = stages.get('commit_to_publish')!;
+    expect(waits).toHaveLength(2);
+    expect(waits[1]).toBeGreaterThanOrEqual(25);
+    expect(published).toEqual({ nudge: 2, sweep: 0 });
+  });
+
+  it('times an event the sweep published from the time its row records, and counts it apart', async () => {
+    const occurredAt = new Date(Date.now() - 5_000).toISOString();
+    const { store } = memoryStore(new Map([[CURRENT, ['a', 'b']]]), new Set(), occurredAt);
+    const { metrics, stages, published } = recordingMetrics();
+    await expect(relay(store, [], undefined, { metrics }).pass()).resolves.toBe(2);
+    expect([...stages.keys()]).toEqual(['sweep_to_topic']);
+    for (const ms of stages.get('sweep_to_topic')!) expect(ms).toBeGreaterThanOrEqual(5_000);
+    expect(stages.get('sweep_to_topic')).toHaveLength(2);
+    expect(published).toEqual({ nudge: 0, sweep: 2 });
   });
 });

@@ -2,6 +2,7 @@ import type { Logger } from '../core/log.ts';
 import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts';
 import { outsideBudget } from '../core/budget.ts';
 import { Turns } from '../core/turns.ts';
+import type { PurchaseMetrics } from '../core/metrics.ts';
 
 /**
  * Publishes one outbox row; resolves only once the broker acknowledged it (acks=all). `mayBeDuplicate` marks a row
@@ -55,6 +56,8 @@ export interface OutboxRelayOptions {
   windowBytes: number;
   /** The clock (epoch ms); tests drive it to reach a pointer's settling read at once. */
   now?: () => number;
+  /** Where the stages from commit to Kafka's acknowledgement, and the events published, are recorded. */
+  metrics?: PurchaseMetrics;
 }
 
 /** What the sweep knows of one listed pointer. */
@@ -92,8 +95,8 @@ export class OutboxRelay {
   /** One publication at a time per order, so this process never publishes a row twice. */
   private readonly perOrder = new Turns();
   private readonly nudges = new Set<Promise<unknown>>();
-  /** Orders nudged while the window was full, in order, each once. */
-  private readonly deferred = new Map<string, { tenantId: string; orderId: string }>();
+  /** Orders nudged while the window was full, in order, each once, with when their first waiting row committed. */
+  private readonly deferred = new Map<string, { tenantId: string; orderId: string; committedAt: number }>();
   /** Publications in progress, and the payload bytes they hold (see `window`). */
   private inFlight = 0;
   private heldBytes = 0;
@@ -136,17 +139,20 @@ export class OutboxRelay {
    */
   nudge(row: OutboxRow): void {
     // Called within the committing API request, whose answer does not wait for it.
-    outsideBudget(() => this.nudgeOrder(row.tenantId, row.orderId, row));
+    const committedAt = performance.now();
+    outsideBudget(() => this.nudgeOrder(row.tenantId, row.orderId, committedAt, row));
   }
 
-  private nudgeOrder(tenantId: string, orderId: string, committed?: OutboxRow): void {
+  private nudgeOrder(tenantId: string, orderId: string, committedAt: number, committed?: OutboxRow): void {
     if (!this.hasRoom()) {
-      if (this.deferred.size < MAX_DEFERRED) this.deferred.set(`${tenantId}\u0000${orderId}`, { tenantId, orderId });
+      const key = `${tenantId}\u0000${orderId}`;
+      if (this.deferred.has(key)) return;
+      if (this.deferred.size < MAX_DEFERRED) this.deferred.set(key, { tenantId, orderId, committedAt });
       else this.logger.debug({ tenantId, orderId }, 'outbox relay backlog full; the sweep will publish the order');
       return;
     }
     this.inFlight += 1;
-    const nudge = this.publishInWindow(tenantId, orderId, false, committed).catch((error: unknown) =>
+    const nudge = this.publishInWindow(tenantId, orderId, { committedAt, row: committed }).catch((error: unknown) =>
       this.logger.warn({ err: error, tenantId, orderId }, 'outbox publication failed; the sweep will retry it'),
     );
     this.nudges.add(nudge);
@@ -164,10 +170,10 @@ export class OutboxRelay {
 
   /** Starts the nudges that waited for room, as far as the window now allows. */
   private resumeDeferred(): void {
-    for (const [key, { tenantId, orderId }] of this.deferred) {
+    for (const [key, { tenantId, orderId, committedAt }] of this.deferred) {
       if (!this.hasRoom()) return;
       this.deferred.delete(key);
-      this.nudgeOrder(tenantId, orderId);
+      this.nudgeOrder(tenantId, orderId, committedAt);
     }
   }
 
@@ -244,7 +250,9 @@ export class OutboxRelay {
       let heldUntil: number | undefined;
       const ms = this.options.peerGraceMs ?? 0;
       const grace = ms > 0 ? { ms, notAfter: readAt - ms, held: (until: number) => (heldUntil = until) } : undefined;
-      published += await this.publishInWindow(tenantId, orderId, true, undefined, grace);
+      // Not `published += await …`: that reads the sum before the wait, and workers running at once overwrite it.
+      const count = await this.publishInWindow(tenantId, orderId, undefined, grace);
+      published += count;
       if (heldUntil !== undefined) {
         // A row its writer's relay is most likely publishing right now: read again once that has had its time.
         tracked.nextReadAt = heldUntil;
@@ -259,6 +267,25 @@ export class OutboxRelay {
     });
     failed.push(...errors);
     return published;
+  }
+
+  /**
+   * The stages of `rows`, acknowledged now, whose publication started at `publishing`: a nudge's from its commit here,
+   * the sweep's from the time each row records (its request's, a little before its commit, on its writer's clock).
+   */
+  private record(rows: OutboxRow[], publishing: number, nudged: Nudged | undefined): void {
+    const metrics = this.options.metrics;
+    if (!metrics) return;
+    const acknowledged = performance.now();
+    if (nudged) {
+      metrics.stage('commit_to_publish', publishing - nudged.committedAt);
+      metrics.stage('outbox_publish', acknowledged - publishing);
+      metrics.stage('commit_to_topic', acknowledged - nudged.committedAt);
+    } else {
+      const now = Date.now();
+      for (const row of rows) metrics.stage('sweep_to_topic', now - Date.parse(row.occurredAt));
+    }
+    metrics.published(nudged ? 'nudge' : 'sweep', rows.length);
   }
 
   private report(published: number, failed: unknown[]): void {
@@ -281,21 +308,18 @@ export class OutboxRelay {
     this.inFlight += 1;
   }
 
-  /** Publishes the order's rows in the place taken in the window, and gives the place (and the bytes) back. */
-  private async publishInWindow(
-    tenantId: string,
-    orderId: string,
-    viaSweep = false,
-    committed?: OutboxRow,
-    grace?: Grace,
-  ): Promise<number> {
+  /**
+   * Publishes the order's rows in the place taken in the window, and gives the place (and the bytes) back: a nudge's
+   * (`nudged`) or the sweep's (none).
+   */
+  private async publishInWindow(tenantId: string, orderId: string, nudged?: Nudged, grace?: Grace): Promise<number> {
     let bytes = 0;
     try {
       const onRead = (rows: OutboxRow[]) => {
         bytes = rows.reduce((total, row) => total + Buffer.byteLength(row.payload), 0);
         this.heldBytes += bytes;
       };
-      return await this.publishOrder(tenantId, orderId, viaSweep, onRead, committed, grace);
+      return await this.publishOrder(tenantId, orderId, onRead, nudged, grace);
     } finally {
       this.inFlight -= 1;
       this.heldBytes -= bytes;
@@ -309,21 +333,21 @@ export class OutboxRelay {
   }
 
   /**
-   * Publishes, then marks published, the order's unpublished rows; one run at a time per order. A row `committed` just
-   * now is published as it is when no other run for its order is under way here: one that is (the sweep, listing the
-   * pointer first) may have published it already, and only a read after it tells.
+   * Publishes, then marks published, the order's unpublished rows; one run at a time per order. A row committed just
+   * now (`nudged.row`) is published as it is when no other run for its order is under way here: one that is (the
+   * sweep, listing the pointer first) may have published it already, and only a read after it tells.
    */
   private publishOrder(
     tenantId: string,
     orderId: string,
-    viaSweep: boolean,
     onRead: (rows: OutboxRow[]) => void,
-    committed?: OutboxRow,
+    nudged?: Nudged,
     grace?: Grace,
   ): Promise<number> {
+    const viaSweep = nudged === undefined;
     return this.perOrder.run(`${tenantId}\u0000${orderId}`, async (afterAnother) => {
       // After another run for the order, the row handed in may be published already: only a read tells.
-      let rows = committed && !afterAnother ? [committed] : await this.store.unpublished(tenantId, orderId);
+      let rows = nudged?.row && !afterAnother ? [nudged.row] : await this.store.unpublished(tenantId, orderId);
       if (grace) {
         const young = rows.filter((row) => Date.parse(row.occurredAt) > grace.notAfter);
         if (young.length > 0) {
@@ -333,11 +357,19 @@ export class OutboxRelay {
       }
       onRead(rows);
       // Handed to the publisher in occurredAt order (no ordering is promised to subscribers, but it costs nothing).
+      const publishing = performance.now();
       await Promise.all(rows.map((row) => this.publish(row, viaSweep)));
+      if (rows.length > 0) this.record(rows, publishing, nudged);
       await Promise.all(rows.map((row) => this.store.markPublished(row)));
       return rows.length;
     });
   }
+}
+
+/** A publication nudged by a commit in this process: when it committed, and its row (unless it waited as an id). */
+interface Nudged {
+  committedAt: number;
+  row?: OutboxRow;
 }
 
 /** The sweep's rows committed after `notAfter` wait `ms` from their commit for their writer's relay; `held` says until when. */

@@ -18,6 +18,7 @@ import {
 } from './purchase-order.ts';
 import { CURRENCIES, NUMBER_QUANTITY, purchaseLinks, purchaseOperations } from './purchase-schemas.ts';
 import type { PurchaseStore } from './purchase-store.ts';
+import type { PurchaseMetrics, PurchaseStage } from '../core/metrics.ts';
 
 const CURRENCY_CODES = new Set(CURRENCIES);
 /**
@@ -34,7 +35,10 @@ interface OrderBody {
 }
 
 /** The purchase API under /CorePurchase/REST (register inside a context that has the auth plugin). */
-export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = async (app, { store }) => {
+export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore; metrics?: PurchaseMetrics }> = async (
+  app,
+  { store, metrics },
+) => {
   /** Checks the currency and rows of a create or amend body against the tenant's items; the rows with their items. */
   const checkedInput = async (tenantId: string, body: Partial<OrderBody>) => {
     const items = body.rows
@@ -144,17 +148,21 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore }> = asyn
       const pointer = attempt === 1 ? store.writePointer(tenantId, id) : undefined;
       pointer?.catch(noop); // awaited by the transition; a read that fails first leaves it unawaited
       // After a lost race, a serial read sees the state the winner committed.
+      let started = performance.now();
       const order = await load(tenantId, id, { serial: attempt > 1 });
+      started = lap(metrics, 'transition_read', started);
       const now = new Date().toISOString();
       let next: PurchaseOrderDTO;
       if (action === 'validate') {
         // Checked before a reference is taken, so a refused validation does not use one up.
         if (order.dto.status !== 'Draft') throw new IllegalTransitionError(order.dto.status, 'validated');
         next = validated(order.dto, await store.nextReference(tenantId), now);
+        started = lap(metrics, 'transition_reference', started);
       } else {
         next = cancelled(order.dto, now);
       }
       const body = await store.transition(tenantId, next, order.version, eventType, now, traceparent, { pointer });
+      lap(metrics, 'transition_commit', started);
       if (body !== undefined) return body;
       // Not applied, for certain: no committed state carries the reference, so the next validation takes it.
       if (action === 'validate') store.returnReference(tenantId, next.reference!);
@@ -283,3 +291,10 @@ function keyedQueue() {
 }
 
 const noop = () => undefined;
+
+/** Records the time since `started` as `stage` (when there are metrics); returns now, where the next stage starts. */
+function lap(metrics: PurchaseMetrics | undefined, stage: PurchaseStage, started: number): number {
+  const now = performance.now();
+  metrics?.stage(stage, now - started);
+  return now;
+}

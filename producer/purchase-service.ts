@@ -4,6 +4,7 @@ import type { EventTypeEntry } from '../core/catalogue.ts';
 import type { Config } from '../core/config.ts';
 import { Publisher } from '../core/kafka.ts';
 import type { Logger } from '../core/log.ts';
+import type { PurchaseMetrics } from '../core/metrics.ts';
 import type { Platform } from '../core/platform.ts';
 import { codecFor } from '../core/registry.ts';
 import { topicNames } from '../core/topics.ts';
@@ -16,7 +17,7 @@ export async function startPurchaseService(
   config: Config,
   platform: Platform,
   logger: Logger,
-  options: { relay: boolean },
+  options: { relay: boolean; metrics?: PurchaseMetrics },
 ) {
   const topics = topicNames(config);
   // With the relay in this process, a committed transition is published at once; the sweep is the safety net.
@@ -77,6 +78,7 @@ export async function startPurchaseService(
       // What a Kafka outage may pile up in the gateway's memory: 64 orders, about 256 MiB of bodies plus one each.
       window: 64,
       windowBytes: 256 * 1024 * 1024,
+      metrics: options.metrics,
     },
   );
   const abort = new AbortController();

@@ -13,10 +13,24 @@ import { ensureValidators, KUBERNETES, repoRoot, tool, type Validators } from '.
 const chart = path.join(repoRoot, 'infra', 'deploy', 'core-webhooks');
 // A helm built by `go install` assumes Kubernetes 1.20 when it has no cluster: name the version the schemas are of.
 const kubeVersion = KUBERNETES.version.slice(1);
+// `port` is the container's main port, named `portName`, which the probes use; `metricsPort` serves /metrics (and
+// /health, /ready) and is the one Prometheus scrapes. The gateway's metrics port is a second one, apart from its API.
 const SERVICES = {
-  gateway: { entry: 'dist/api/main.js', source: 'api/main.ts', port: 8080 },
-  router: { entry: 'dist/router/main.js', source: 'router/main.ts', port: 9100 },
-  dispatcher: { entry: 'dist/dispatcher/main.js', source: 'dispatcher/main.ts', port: 9100 },
+  gateway: { entry: 'dist/api/main.js', source: 'api/main.ts', port: 8080, portName: 'http', metricsPort: 9100 },
+  router: {
+    entry: 'dist/router/main.js',
+    source: 'router/main.ts',
+    port: 9100,
+    portName: 'metrics',
+    metricsPort: 9100,
+  },
+  dispatcher: {
+    entry: 'dist/dispatcher/main.js',
+    source: 'dispatcher/main.ts',
+    port: 9100,
+    portName: 'metrics',
+    metricsPort: 9100,
+  },
 } as const;
 type Component = keyof typeof SERVICES;
 
@@ -145,8 +159,13 @@ describe('helm chart infra/deploy/core-webhooks', () => {
         expect(container.resources[bound], `${component} ${bound}`).toHaveProperty('cpu');
         expect(container.resources[bound], `${component} ${bound}`).toHaveProperty('memory');
       }
-      const portName = container.ports[0].name;
-      expect(container.ports).toEqual([{ name: portName, containerPort: expected.port, protocol: 'TCP' }]);
+      const { portName } = expected;
+      const ports = [{ name: portName, containerPort: expected.port, protocol: 'TCP' }];
+      // A service whose main port is not its metrics port (the gateway's API) has a second one for them.
+      if (expected.metricsPort !== expected.port) {
+        ports.push({ name: 'metrics', containerPort: expected.metricsPort, protocol: 'TCP' });
+      }
+      expect(container.ports).toEqual(ports);
       expect(container.livenessProbe.httpGet).toEqual({ path: '/health', port: portName });
       expect(container.readinessProbe.httpGet).toEqual({ path: '/ready', port: portName });
       expect(container.startupProbe.httpGet).toEqual({ path: '/health', port: portName });
@@ -161,26 +180,62 @@ describe('helm chart infra/deploy/core-webhooks', () => {
         const otherPod = only(manifests, 'Deployment', deploymentName(other)).spec.template;
         expect(matches(pdb.spec.selector.matchLabels, otherPod.metadata.labels)).toBe(false);
       }
-      if (component === 'gateway') {
-        expect(container.env).toBeUndefined();
-        expect(pod.metadata.annotations['prometheus.io/scrape']).toBeUndefined();
-      } else {
-        // The Node flags `npm start` and the bench give the service (infra/processes.ts), as NODE_OPTIONS.
-        expect(container.env).toEqual([
-          { name: 'METRICS_PORT', value: '9100' },
-          { name: 'NODE_OPTIONS', value: SERVICE_NODE_FLAGS[expected.source]!.join(' ') },
-        ]);
-        expect(pod.metadata.annotations).toMatchObject({
-          'prometheus.io/scrape': 'true',
-          'prometheus.io/port': '9100',
-          'prometheus.io/path': '/metrics',
-        });
-      }
+      // Every service serves its metrics on METRICS_PORT, then runs with the Node flags `npm start` and the bench give
+      // it (infra/processes.ts) as NODE_OPTIONS; the gateway has none.
+      const flags = SERVICE_NODE_FLAGS[expected.source];
+      expect(container.env).toEqual([
+        { name: 'METRICS_PORT', value: String(expected.metricsPort) },
+        ...(flags ? [{ name: 'NODE_OPTIONS', value: flags.join(' ') }] : []),
+      ]);
+      expect(pod.metadata.annotations).toMatchObject({
+        'prometheus.io/scrape': 'true',
+        'prometheus.io/port': String(expected.metricsPort),
+        'prometheus.io/path': '/metrics',
+      });
     }
+    const gatewayContainer = only(manifests, 'Deployment', deploymentName('gateway')).spec.template.spec.containers[0];
+    expect(gatewayContainer.ports).toEqual([
+      { name: 'http', containerPort: 8080, protocol: 'TCP' },
+      { name: 'metrics', containerPort: 9100, protocol: 'TCP' },
+    ]);
+    expect(gatewayContainer.env).toEqual([{ name: 'METRICS_PORT', value: '9100' }]);
     const service = only(manifests, 'Service', deploymentName('gateway'));
     const gatewayPod = only(manifests, 'Deployment', deploymentName('gateway')).spec.template;
     expect(matches(service.spec.selector, gatewayPod.metadata.labels)).toBe(true);
+    // The public Service exposes the API only: the metrics port is for Prometheus, which scrapes the pods.
     expect(service.spec.ports).toEqual([{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }]);
+    expect(manifests.filter((m) => m.kind === 'Service')).toEqual([service]);
+  }, 60_000);
+
+  it("scrapes the gateway on its own metrics port, which follows gateway.metricsPort, and never its API's", async () => {
+    const { yaml, manifests } = await render('gateway.metricsPort=9200', 'gateway.port=8081');
+    expect((await kubeconform(yaml, 'gateway-ports')).code).toBe(0);
+    const pod = only(manifests, 'Deployment', deploymentName('gateway')).spec.template;
+    const container = pod.spec.containers[0];
+    expect(container.ports).toEqual([
+      { name: 'http', containerPort: 8081, protocol: 'TCP' },
+      { name: 'metrics', containerPort: 9200, protocol: 'TCP' },
+    ]);
+    expect(container.env).toEqual([{ name: 'METRICS_PORT', value: '9200' }]);
+    expect(pod.metadata.annotations).toMatchObject({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9200' });
+    // The probes stay on the API port, which answers /health and /ready as well.
+    expect(container.readinessProbe.httpGet).toEqual({ path: '/ready', port: 'http' });
+    const config = only(manifests, 'ConfigMap', 'webhooks-core-webhooks-config');
+    expect(config.data).toMatchObject({ GATEWAY_PORT: '8081' });
+    expect(config.data).not.toHaveProperty('METRICS_PORT');
+    expect(only(manifests, 'Service', deploymentName('gateway')).spec.ports).toEqual([
+      { name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' },
+    ]);
+    // With the annotations off, no pod asks to be scraped; the ports stay.
+    const unannotated = await render('metrics.annotations=false');
+    for (const component of Object.keys(SERVICES) as Component[]) {
+      const template = only(unannotated.manifests, 'Deployment', deploymentName(component)).spec.template;
+      expect(template.metadata.annotations['prometheus.io/scrape'], component).toBeUndefined();
+      expect(
+        template.spec.containers[0].ports.map((p: Manifest) => p.name),
+        component,
+      ).toContain('metrics');
+    }
   }, 60_000);
 
   it('scales the dispatcher with KEDA on its group lag of the deliveries topic, at most one per partition', async () => {

@@ -7,7 +7,7 @@
  * of one, timed too: each waits for its change marker's produce). Then `--rate` validations a second (round robin over
  * the tenants) for `--warmup` seconds, not counted, and for `--seconds`. Prints the validate call's p50/p99/max, the
  * call → receipt and answer → event on the topic → receipt latencies, validations/s answered, CPU per validation of
- * every process and the router's and dispatcher's stages.
+ * every process and the stages of the gateway (the purchase service's), the router and the dispatcher.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -82,11 +82,11 @@ Object.assign(env, { AUTH_URL: idp.url, GATEWAY_BASE_URL: `http://127.0.0.1:${aw
 const config = loadConfig(env);
 const runtime = values.tsx ? 'tsx' : 'compiled';
 const logs = path.join(repoRoot, '.local', 'logs', 'bench');
-const metricsPorts = { router: await freePort(), dispatcher: await freePort() };
+const metricsPorts = { gateway: await freePort(), router: await freePort(), dispatcher: await freePort() };
 const gateway = spawnService(
   'gateway',
   'api/main.ts',
-  { ...process.env, ...env },
+  { ...process.env, ...env, METRICS_PORT: String(metricsPorts.gateway) },
   path.join(logs, `gateway-${run}.log`),
   runtime,
 );

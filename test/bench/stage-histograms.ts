@@ -3,6 +3,13 @@
 
 /** The stages in the order an event passes them; others found in the text follow, by name. */
 export const stageOrder = [
+  'transition_read',
+  'transition_reference',
+  'transition_commit',
+  'commit_to_publish',
+  'outbox_publish',
+  'commit_to_topic',
+  'sweep_to_topic',
   'event_to_routed',
   'routing',
   'routing_write',

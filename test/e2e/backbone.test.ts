@@ -13,6 +13,7 @@ describe('backbone: one event from validation to the subscriber', () => {
   let stack: Awaited<ReturnType<typeof startServices>>;
   let base: string;
   let token: string;
+  let gatewayMetrics: number;
 
   beforeAll(async () => {
     const env = { ...testEnv() };
@@ -25,7 +26,10 @@ describe('backbone: one event from validation to the subscriber', () => {
       WEBHOOK_ALLOW_HTTP: 'true',
       WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
     });
-    stack = await startServices(env, ['gateway', 'router', 'dispatcher']);
+    gatewayMetrics = await freePort();
+    stack = await startServices(env, ['gateway', 'router', 'dispatcher'], {
+      gateway: { METRICS_PORT: String(gatewayMetrics) },
+    });
     token = await idp.token(await idp.client('tenant-e2e'));
   });
 
@@ -137,6 +141,55 @@ describe('backbone: one event from validation to the subscriber', () => {
       lastStatusCode: 204,
       attempts: [{ attempt: 1, statusCode: 204, errorMessage: null }],
     });
+  });
+
+  it("serves the gateway's request durations and the purchase service's stages on METRICS_PORT, not on the API's port", async () => {
+    const item = await call('POST', '/CorePurchase/REST/Items', { code: 'NUT-1', name: 'Nut', unitPrice: '0.5' });
+    const itemId = (JSON.parse(item.text) as { id: string }).id;
+    const order = await call('POST', '/CorePurchase/REST/PurchaseOrders', {
+      supplierName: 'Acme',
+      currency: 'EUR',
+      rows: [{ itemId, quantity: '1' }],
+    });
+    const orderId = (JSON.parse(order.text) as { id: string }).id;
+    expect((await call('POST', `/CorePurchase/REST/PurchaseOrders/${orderId}/validate`)).status).toBe(200);
+    expect((await call('POST', `/CorePurchase/REST/PurchaseOrders/${orderId}/validate`)).status).toBe(409);
+
+    const scrape = () => fetch(`http://127.0.0.1:${gatewayMetrics}/metrics`).then((response) => response.text());
+    // The event's way to the topic is recorded once Kafka acknowledged it, a moment after the answer.
+    const text = await waitFor(async () => {
+      const current = await scrape();
+      return /webhook_stage_seconds_count\{[^}]*stage="commit_to_topic"[^}]*\} [1-9]/.test(current)
+        ? current
+        : undefined;
+    }, 'the published event in the gateway metrics');
+    // A series' value by its name and some of its labels (in any order: prom-client puts the default label anywhere).
+    const value = (name: string, labels: Record<string, string>) =>
+      text
+        .split('\n')
+        .filter((line) => line.startsWith(`${name}{`))
+        .filter((line) => Object.entries(labels).every(([key, wanted]) => line.includes(`${key}="${wanted}"`)))
+        .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
+    const requests = (route: string, status: string) =>
+      value('gateway_request_duration_seconds_count', { method: 'POST', route, status, service: 'gateway' });
+    expect(requests('/CorePurchase/REST/PurchaseOrders/:id/validate', '200')).toBeGreaterThanOrEqual(1);
+    expect(requests('/CorePurchase/REST/PurchaseOrders/:id/validate', '409')).toBeGreaterThanOrEqual(1);
+    expect(requests('/CorePurchase/REST/Items', '201')).toBeGreaterThanOrEqual(1);
+    const stages = [
+      'transition_read',
+      'transition_reference',
+      'transition_commit',
+      'commit_to_publish',
+      'outbox_publish',
+    ];
+    for (const stage of stages) {
+      expect(value('webhook_stage_seconds_count', { stage, service: 'gateway' }), stage).toBeGreaterThanOrEqual(1);
+    }
+    expect(value('purchase_events_published_total', { path: 'nudge' })).toBeGreaterThanOrEqual(1);
+    // No id in any label: the route's template only.
+    expect(text).not.toContain(orderId);
+    expect(await (await fetch(`http://127.0.0.1:${gatewayMetrics}/ready`)).json()).toEqual({ status: 'ready' });
+    expect((await fetch(`${base}/metrics`)).status).toBe(404);
   });
 
   it('refuses requests without a token (401) and from a client not registered on the API (403)', async () => {

@@ -58,7 +58,9 @@ GATEWAY_PORT: {{ .Values.gateway.port | toString | quote }}
 
 {{/*
 One service's Deployment: (dict "root" $ "component" "router" "values" .Values.router "entry" "dist/router/main.js"
-"port" 9100 "portName" "metrics" "scrape" true).
+"port" 9100 "portName" "metrics" "scrape" true). "port" and "portName" name the container's main port, which the
+probes use. An optional "metricsPort" adds a second container port named metrics, for a service whose /metrics is
+served apart from its main port (the gateway's API): the prometheus.io/port annotation then names it, else "port".
 */}}
 {{- define "core-webhooks.deployment" -}}
 {{- $root := .root -}}
@@ -92,7 +94,7 @@ spec:
         checksum/config: {{ include "core-webhooks.config" $root | sha256sum }}
         {{- if and .scrape $root.Values.metrics.annotations }}
         prometheus.io/scrape: "true"
-        prometheus.io/port: {{ .port | toString | quote }}
+        prometheus.io/port: {{ .metricsPort | default .port | toString | quote }}
         prometheus.io/path: /metrics
         {{- end }}
     spec:
@@ -114,6 +116,11 @@ spec:
             - name: {{ .portName }}
               containerPort: {{ .port }}
               protocol: TCP
+            {{- if .metricsPort }}
+            - name: metrics
+              containerPort: {{ .metricsPort }}
+              protocol: TCP
+            {{- end }}
           envFrom:
             - configMapRef:
                 name: {{ include "core-webhooks.fullname" $root }}-config
