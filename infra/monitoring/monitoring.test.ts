@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMetrics } from '../../core/metrics.ts';
+import { createGatewayMetrics, createMetrics } from '../../core/metrics.ts';
 import { ensurePromtool, repoRoot, tool } from '../deploy/validators.ts';
 
 const here = path.join(repoRoot, 'infra', 'monitoring');
@@ -54,9 +54,12 @@ const dashboard = async () =>
 // Grafana's variables, as the queries would read with "All" selected.
 const expand = (expr: string) => expr.replaceAll('$service', '.*');
 
-/** The metric names the router and the dispatcher serve, with a histogram's series suffixes. */
+/** The metric names the router, the dispatcher and the gateway serve, with a histogram's series suffixes. */
 async function servedNames(): Promise<Set<string>> {
-  const metrics = await createMetrics('dispatcher').registry.getMetricsAsJSON();
+  const registries = [createMetrics('router'), createMetrics('dispatcher'), createGatewayMetrics()].map(
+    (m) => m.registry,
+  );
+  const metrics = (await Promise.all(registries.map((registry) => registry.getMetricsAsJSON()))).flat();
   const names = new Set<string>();
   for (const metric of metrics) {
     names.add(metric.name);
@@ -72,7 +75,7 @@ function metricNames(expr: string): string[] {
   const names: string[] = [];
   for (const match of withoutStrings.matchAll(/\b([a-zA-Z_:][a-zA-Z0-9_:]*)\b(?!\s*\()/g)) {
     const name = match[1]!;
-    if (/^(webhook|process|nodejs)[_:]/.test(name)) names.push(name);
+    if (/^(webhook|gateway|purchase|process|nodejs)[_:]/.test(name)) names.push(name);
   }
   return names;
 }
@@ -106,7 +109,7 @@ describe('alerting rules', () => {
     expect(result.stdout + result.stderr).toContain('WebhookAbandonRateHigh');
   });
 
-  it('cover what an operator must hear of: lag, abandonment, auto-disable, a service down', async () => {
+  it('cover what an operator must hear of: lag, abandonment, auto-disable, a service down, the gateway', async () => {
     const alerts = (await rules()).filter((rule) => rule.alert);
     for (const rule of alerts) {
       expect(rule.labels?.severity, rule.alert).toMatch(/^(critical|warning|info)$/);
@@ -120,6 +123,10 @@ describe('alerting rules', () => {
         'WebhookSubscriptionsAutoDisabled',
         'WebhookDispatcherDown',
         'WebhookRouterDown',
+        'GatewayDown',
+        'GatewayErrorRateHigh',
+        'GatewayLatencyHigh',
+        'PurchaseEventsPublishedBySweep',
       ]),
     );
   });
@@ -143,11 +150,20 @@ describe('alerting rules', () => {
         'webhook_subscriptions_auto_disabled_total',
         'process_start_time_seconds',
         'webhook_stage_seconds_bucket',
+        'gateway_request_duration_seconds_bucket',
+        'gateway_request_duration_seconds_count',
+        'purchase_events_published_total',
       ]),
     );
     expect(metricNames('rate(webhook_nope_total[5m])').filter((name) => !served.has(name))).toEqual([
       'webhook_nope_total',
     ]);
+    // The gateway's names are checked too: a renamed one is not served.
+    expect(
+      metricNames('rate(gateway_nope_seconds_count[5m]) + rate(purchase_nope_total[5m])').filter(
+        (name) => !served.has(name),
+      ),
+    ).toEqual(['gateway_nope_seconds_count', 'purchase_nope_total']);
   });
 });
 
