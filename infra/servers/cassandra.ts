@@ -206,6 +206,10 @@ concurrent_writes: 16
 concurrent_reads: 16
 concurrent_counter_writes: 16
 native_transport_max_threads: 16
+# Paxos v2 (Cassandra 4.1+): a compare-and-set (every validation's, test/bench/lwt-cost.ts) in two round trips between
+# replicas instead of four. One node, 250 conditional batches a second: p50 1.6-1.8 ms, p99 2.2-3.9 ms against 2.0-2.2 and
+# 2.7-4.2 ms with v1; Cassandra's CPU per batch 900-930 µs against 990-1,240 µs (not separable from the spread).
+paxos_variant: v2
 `;
 }
 

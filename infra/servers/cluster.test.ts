@@ -98,6 +98,8 @@ describe('the local cluster', () => {
         '      - seeds: "127.0.0.21:7000"',
         'listen_address: 127.0.0.22',
         'rpc_address: 127.0.0.22',
+        // The same on every node: each coordinates its compare-and-sets with the variant its own yaml names.
+        'paxos_variant: v2',
       ]),
     );
   });
