@@ -54,6 +54,17 @@ function memoryStore(pointers: Map<number, string[]>, failing: Set<string>, occu
   return { store: store as unknown as PurchaseStore, progress: () => progress, rows };
 }
 
+/** Counts the store's reads of orders from now on. */
+function countReads(store: PurchaseStore): () => number {
+  let reads = 0;
+  const read = store.unpublished.bind(store);
+  store.unpublished = async (tenantId: string, orderId: string) => {
+    reads += 1;
+    return read(tenantId, orderId);
+  };
+  return () => reads;
+}
+
 function relay(
   store: PurchaseStore,
   published: string[],
@@ -62,6 +73,7 @@ function relay(
     now?: () => number;
     peerGraceMs?: number;
     listEveryMs?: number;
+    settleMs?: number;
     window?: number;
     metrics?: PurchaseMetrics;
   } = {},
@@ -121,24 +133,40 @@ describe('OutboxRelay sweep', () => {
 });
 
 describe('OutboxRelay sweep beside other gateways', () => {
-  it("leaves a row committed less than the grace ago to its writer's relay, and publishes it after the grace if still unpublished", async () => {
+  it("reads a newly listed order once its writer's relay has had the grace, and publishes what it left unpublished", async () => {
     const pointers = new Map([[CURRENT, ['fresh', 'lost']]]);
-    // Both committed 200 ms before the sweep reads them, by another gateway whose relay is publishing them.
+    // Both committed 200 ms before the sweep lists them, by another gateway whose relay is publishing them.
     const { store, rows } = memoryStore(pointers, new Set(), new Date(NOW - 200).toISOString());
+    const reads = countReads(store);
     const published: string[] = [];
     let now = NOW;
-    const sweeper = relay(store, published, undefined, { now: () => now, peerGraceMs: 1_000 });
+    const sweeper = relay(store, published, undefined, { now: () => now, peerGraceMs: 1_000, settleMs: 60_000 });
     await expect(sweeper.pass()).resolves.toBe(0);
-    expect(published).toEqual([]);
     // The other gateway published 'fresh' meanwhile; 'lost' it never did (it crashed after its commit).
     rows.set('fresh', []);
     now = NOW + 500;
     await expect(sweeper.pass()).resolves.toBe(0);
-    now = NOW + 800;
+    expect(reads()).toBe(0); // neither read yet: the grace runs from the listing
+    now = NOW + 1_000;
     await expect(sweeper.pass()).resolves.toBe(1);
     expect(published).toEqual(['lost']);
+    expect(reads()).toBe(2); // one read each, and no second one for a row found young and held
     // The pointers stay until their settling read, as without the grace.
     expect(pointers.get(CURRENT)).toEqual(['fresh', 'lost']);
+  });
+
+  it('holds a row committed after its pointer was listed (its writer between pointer and batch) for its own grace', async () => {
+    const pointers = new Map([[CURRENT, ['late']]]);
+    const { store } = memoryStore(pointers, new Set(), new Date(NOW + 600).toISOString());
+    const published: string[] = [];
+    let now = NOW;
+    const sweeper = relay(store, published, undefined, { now: () => now, peerGraceMs: 1_000, settleMs: 60_000 });
+    await expect(sweeper.pass()).resolves.toBe(0);
+    now = NOW + 1_000; // read: committed 400 ms ago, left to its writer until 1,600
+    await expect(sweeper.pass()).resolves.toBe(0);
+    now = NOW + 1_600;
+    await expect(sweeper.pass()).resolves.toBe(1);
+    expect(published).toEqual(['late']);
   });
 
   it('without a grace (gateways that run no relay) publishes what it reads at once', async () => {
@@ -169,16 +197,22 @@ describe('OutboxRelay listing the pointers at most every listEveryMs', () => {
     const { store, listings } = counted(pointers, new Set(), new Date(NOW - 200).toISOString());
     const published: string[] = [];
     let now = NOW;
-    const sweeper = relay(store, published, undefined, { now: () => now, peerGraceMs: 1_000, listEveryMs: 5_000 });
+    const sweeper = relay(store, published, undefined, {
+      now: () => now,
+      peerGraceMs: 1_000,
+      listEveryMs: 5_000,
+      settleMs: 2_000,
+    });
     await expect(sweeper.pass()).resolves.toBe(0);
     // The progress of buckets CURRENT - 2 to CURRENT: three listings, once.
     expect(listings.count).toBe(3);
-    for (now = NOW + 100; now < NOW + 800; now += 100) await sweeper.pass();
+    for (now = NOW + 100; now < NOW + 1_000; now += 100) await sweeper.pass();
     expect(published).toEqual([]);
-    now = NOW + 800; // the grace has passed: published by a sweep that lists nothing
+    now = NOW + 1_000; // listed for the grace: published by a sweep that lists nothing
     await expect(sweeper.pass()).resolves.toBe(1);
     expect(published).toEqual(['lost']);
-    now = NOW + 1_000; // settled (settleMs 1,000 after it was first listed): its pointer goes
+    expect(pointers.get(CURRENT)).toEqual(['lost']);
+    now = NOW + 2_000; // settled (settleMs after it was first listed): its pointer goes
     await sweeper.pass();
     expect(pointers.get(CURRENT)).toEqual([]);
     expect(listings.count).toBe(3);
@@ -199,7 +233,9 @@ describe('OutboxRelay listing the pointers at most every listEveryMs', () => {
     rows.set('late', [row('late', new Date(NOW - 5_000).toISOString())]);
     now = NOW + 500;
     await expect(sweeper.pass()).resolves.toBe(0);
-    now = NOW + 1_000;
+    now = NOW + 1_000; // listed now, read once listed for the grace
+    await expect(sweeper.pass()).resolves.toBe(0);
+    now = NOW + 2_000;
     await expect(sweeper.pass()).resolves.toBe(1);
     expect(published).toEqual(['late']);
   });
@@ -214,6 +250,8 @@ describe('OutboxRelay listing the pointers at most every listEveryMs', () => {
     await expect(sweeper.pass()).resolves.toBe(0);
     failing.clear();
     now = NOW + 100;
+    await expect(sweeper.pass()).resolves.toBe(0);
+    now = NOW + 1_100;
     await expect(sweeper.pass()).resolves.toBe(1);
     expect(published).toEqual(['a']);
     expect(listings.count).toBe(3 + 2);

@@ -24,8 +24,8 @@ export interface OutboxRelayOptions {
    * Least time between two listings of the pointers (each reads every pointer of the open buckets, and at a few hundred
    * validations a second those are thousands: the pointers live `settleMs`). A sweep in between reads only the orders
    * of pointers already listed whose read is due (a held row, a settling read). 0 (the default) lists on every sweep.
-   * With a `peerGraceMs` as long, a row a writer's relay did not publish is published no later than it is now: its
-   * pointer is listed, and its row read, by the time the grace has passed.
+   * With a `peerGraceMs` as long, a row a writer's relay did not publish is published within twice the grace of its
+   * commit: its pointer is listed within one, and its order read once the pointer has been listed for another.
    */
   listEveryMs?: number;
   /** How far back the first sweep of a relay without saved progress looks. */
@@ -74,9 +74,10 @@ interface Tracked {
  *
  * Fast path: `nudge` is called in-process once a state change and its outbox row committed, with that row, and
  * publishes it at once without reading it back. Sweep: pointers are listed by minute bucket from the oldest still open
- * to now (at most every `listEveryMs`; the sweeps between read only the orders due); each order is read when its
- * pointer is first listed (a later transition by a writer that runs no relay shares the pointer, so this read is not
- * skipped even when a nudge here has published the order's row) and again once the pointer has settled, and only then
+ * to now (at most every `listEveryMs`; the sweeps between read only the orders due); each order is read once its
+ * pointer has been listed for `peerGraceMs` (a later transition by a writer that runs no relay shares the pointer, so
+ * this read is not skipped even when a nudge here has published the order's row) and again once the pointer has
+ * settled, and only then
  * is the pointer deleted, with a write time (`USING TIMESTAMP`) that removes the pointer writes that read has covered
  * and no later one. So a writer still between its pointer and its batch, or a
  * second transition of the same order in the same minute, keeps its pointer. A crash at any point leaves the row to a
@@ -211,7 +212,10 @@ export class OutboxRelay {
         const key = `${tenantId}\u0000${orderId}`;
         // A pointer of a bucket that ended was written by then (give or take the clock skew settleMs allows for).
         const writtenBy = Math.min(now, (bucket + 1) * MINUTE);
-        listed.set(key, before?.get(key) ?? { tenantId, orderId, writtenBy, nextReadAt: now });
+        // A pointer listed for the first time is read once its writer's relay has had its grace: by then that relay has
+        // most often published the rows, and a read sooner would find them young, hold them and read them again.
+        const firstRead = now + (this.options.peerGraceMs ?? 0);
+        listed.set(key, before?.get(key) ?? { tenantId, orderId, writtenBy, nextReadAt: firstRead });
       }
       if (listed.size > 0) this.tracked.set(bucket, listed);
       else this.tracked.delete(bucket);
