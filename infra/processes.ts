@@ -22,8 +22,10 @@ export interface ServiceProcess {
  * at 32 it gave 9 % more deliveries/s (5,126-5,346 against 4,639-4,958), a lower p99 at 2,500/s (100 and 109 ms against
  * 270 and 125) and no measurable change at 500/s (p99 19-26 against 19-27 ms), for 20-30 MB more RSS each. The
  * dispatcher has 16 (V8's default, said explicitly): its RSS is bounded (300 MB with ten times the isolation mix, issue 27), and 32 MB
- * semi-spaces cost it 32 MB there (301 against 269 MB) while full-speed runs alternated with it at 16 and 32 did not
- * separate (1,471 and 1,259 against 1,257 and 1,608 deliveries/s). The chart's values give the same flags as
+ * semi-spaces cost it 32 MB there (301 against 269 MB) while runs alternated with it at 16 and 32 did not separate:
+ * at 1,000/s p99 51 and 73 against 81 and 89 ms, RSS 196-199 against 218-224 MB (session 44; the earlier full-speed
+ * pairs, 1,471 and 1,259 against 1,257 and 1,608 deliveries/s, ran into the overflow defect 6a980ed fixed, which
+ * parked every burst's backlog). The chart's values give the same flags as
  * NODE_OPTIONS (infra/deploy/manifests.test.ts checks they agree).
  */
 export const SERVICE_NODE_FLAGS: Readonly<Record<string, readonly string[]>> = {

@@ -126,8 +126,7 @@ async function throttleReport(): Promise<string[]> {
     );
   };
   const text = await (await fetch(`http://127.0.0.1:${metricsPorts.dispatcher}/metrics`)).text();
-  const counter = (pattern: string) =>
-    [...text.matchAll(new RegExp(`^${pattern} (\\S+)$`, 'gm'))].reduce((sum, match) => sum + Number(match[1]), 0);
+  const counter = (pattern: string) => counterSum(text, pattern);
   const reasons = ['429', '503', 'timeout', 'connection', 'latency']
     .map((reason) => [reason, counter(`webhook_throttled_attempts_total\\{[^}]*reason="${reason}"[^}]*\\}`)] as const)
     .filter(([, count]) => count > 0)
@@ -425,22 +424,14 @@ try {
     orderedIds.size > 0
       ? await (async () => {
           const text = await (await fetch(`http://127.0.0.1:${metricsPorts.dispatcher}/metrics`)).text();
-          const count = (outcome: string) =>
-            [
-              ...text.matchAll(
-                new RegExp(`^webhook_deliveries_total\\{[^}]*outcome="${outcome}"[^}]*\\} (\\S+)$`, 'gm'),
-              ),
-            ].reduce((sum, match) => sum + Number(match[1]), 0);
-          return `ordering: ${count('waiting')} deliveries waited for an earlier one of their entity (dispatcher outcomes, warm-up included)`;
+          const waiting = counterSum(text, `webhook_deliveries_total\\{[^}]*outcome="waiting"[^}]*\\}`);
+          return `ordering: ${waiting} deliveries waited for an earlier one of their entity (dispatcher outcomes, warm-up included)`;
         })()
       : undefined;
   // Records the dispatcher moved to the overflow topic (a lane's backlog found slow), warm-up included: each costs a
   // publication, a fetch and the overflow's delay, so a healthy run parks none.
   const parkedText = await (await fetch(`http://127.0.0.1:${metricsPorts.dispatcher}/metrics`)).text();
-  const parkedCount = [...parkedText.matchAll(/^webhook_records_parked_total(?:\{[^}]*\})? (\S+)$/gm)].reduce(
-    (sum, match) => sum + Number(match[1]),
-    0,
-  );
+  const parkedCount = counterSum(parkedText, 'webhook_records_parked_total(?:\\{[^}]*\\})?');
   const parkedLine = `overflow: ${parkedCount} records parked by the dispatcher (warm-up included)`;
   // The receiver shares the bench's process with the event publisher: its delays show in the latency too.
   runtimes.push(
@@ -525,4 +516,9 @@ async function countingCollector() {
     },
     close: () => server.close(),
   };
+}
+
+/** The sum of every series of a /metrics text whose name and labels match `pattern` (a regular expression). */
+function counterSum(text: string, pattern: string): number {
+  return [...text.matchAll(new RegExp(`^${pattern} (\\S+)$`, 'gm'))].reduce((sum, match) => sum + Number(match[1]), 0);
 }
