@@ -9,6 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import cassandra from 'cassandra-driver';
+import { loadConfig } from '../../core/config.ts';
 import { CpuMeter, localServerPids } from './process-cpu.ts';
 import { latencySummary } from './gateway-clients.ts';
 
@@ -22,12 +23,13 @@ const { values } = parseArgs({
 const rate = Number(values.rate);
 const seconds = Number(values.seconds);
 const warmup = Number(values.warmup);
-const contactPoint = process.env.CASSANDRA_CONTACT_POINTS ?? '127.0.0.1:9042';
+// Where Cassandra is, as the services read it (CASSANDRA_CONTACT_POINTS, CASSANDRA_LOCAL_DC).
+const { contactPoints, localDc } = loadConfig().cassandra;
 const keyspace = `lwt_bench_${randomUUID().slice(0, 8)}`;
 
 const client = new cassandra.Client({
-  contactPoints: [contactPoint],
-  localDataCenter: process.env.CASSANDRA_LOCAL_DC ?? 'datacenter1',
+  contactPoints,
+  localDataCenter: localDc,
 });
 await client.connect();
 await client.execute(
