@@ -66,8 +66,9 @@ export class ReferenceLeases {
     const lease = this.leaseOf(tenantId);
     const value = take(lease);
     if (value !== undefined) {
-      if (this.runsOutSoon(lease)) {
-        lease.leasingAhead = outsideBudget(() => this.leaseAhead(tenantId, lease)).catch(() => undefined);
+      const perMs = this.runningOutAt(lease);
+      if (perMs !== undefined) {
+        lease.leasingAhead = outsideBudget(() => this.leaseAhead(tenantId, lease, perMs)).catch(() => undefined);
       }
       return Promise.resolve(value);
     }
@@ -182,19 +183,21 @@ export class ReferenceLeases {
     }
   }
 
-  /** Whether the block's values left would last less than LEAD_MS at its pace, with none leased ahead or leasing. */
-  private runsOutSoon(lease: Lease): boolean {
-    if (this.closed || lease.leasing || lease.ahead) return false;
+  /**
+   * The block's pace (values per ms) when its values left would last less than LEAD_MS at it, with none leased ahead or
+   * leasing; else undefined.
+   */
+  private runningOutAt(lease: Lease): number | undefined {
+    if (this.closed || lease.leasing || lease.ahead) return undefined;
     const taken = Number(lease.next - lease.first);
-    if (taken < PACE_AFTER) return false;
+    if (taken < PACE_AFTER) return undefined;
     const perMs = taken / Math.max(1, Date.now() - lease.leasedAt);
-    return Number(lease.end - lease.next + 1n) < perMs * LEAD_MS;
+    return Number(lease.end - lease.next + 1n) < perMs * LEAD_MS ? perMs : undefined;
   }
 
-  /** Leases the block after the current one at the current one's pace; then serves callers that came to wait. */
-  private async leaseAhead(tenantId: string, lease: Lease): Promise<void> {
+  /** Leases the block after the current one, for AHEAD_MS at `perMs`; then serves callers that came to wait. */
+  private async leaseAhead(tenantId: string, lease: Lease, perMs: number): Promise<void> {
     lease.leasing = true;
-    const perMs = Number(lease.next - lease.first) / Math.max(1, Date.now() - lease.leasedAt);
     const count = Math.max(PACE_AFTER, Math.min(MAX_LEASE, Math.ceil(perMs * AHEAD_MS)));
     try {
       const first = await this.reserve(tenantId, count);
