@@ -5,7 +5,7 @@ import { budgetLeft, withinBudget } from '../core/budget.ts';
 import { createLogger } from '../core/log.ts';
 import type { PurchaseMetrics, PurchaseStage } from '../core/metrics.ts';
 import { OutboxRelay } from './outbox-relay.ts';
-import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts';
+import { MINUTE, type ListedPointer, type OutboxRow, type PurchaseStore } from './purchase-store.ts';
 
 const NOW = 1_000 * MINUTE + 30_000;
 const CURRENT = Math.floor(NOW / MINUTE);
@@ -35,7 +35,7 @@ function memoryStore(pointers: Map<number, string[]>, failing: Set<string>, occu
     },
     pointers: async (bucket: number) => {
       if (failing.has(`list:${bucket}`)) throw timeout(`list ${bucket}`);
-      return (pointers.get(bucket) ?? []).map((orderId) => ({ tenantId: 't', orderId }));
+      return (pointers.get(bucket) ?? []).map((orderId) => ({ tenantId: 't', orderId, writer: { id: 'w', shard: 0 } }));
     },
     unpublished: async (_tenantId: string, orderId: string) => {
       if (failing.has(orderId)) throw timeout(orderId);
@@ -44,7 +44,7 @@ function memoryStore(pointers: Map<number, string[]>, failing: Set<string>, occu
     markPublished: async (published: OutboxRow) => {
       rows.set(published.orderId, []);
     },
-    dropPointer: async (bucket: number, _tenantId: string, orderId: string) => {
+    dropPointer: async (bucket: number, { orderId }: ListedPointer) => {
       pointers.set(
         bucket,
         (pointers.get(bucket) ?? []).filter((id) => id !== orderId),

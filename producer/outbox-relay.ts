@@ -1,5 +1,5 @@
 import type { Logger } from '../core/log.ts';
-import { MINUTE, type OutboxRow, type PurchaseStore } from './purchase-store.ts';
+import { MINUTE, type ListedPointer, type OutboxRow, type PointerHold, type PurchaseStore } from './purchase-store.ts';
 import { outsideBudget } from '../core/budget.ts';
 import { Turns } from '../core/turns.ts';
 import type { PurchaseMetrics } from '../core/metrics.ts';
@@ -62,8 +62,7 @@ export interface OutboxRelayOptions {
 
 /** What the sweep knows of one listed pointer. */
 interface Tracked {
-  tenantId: string;
-  orderId: string;
+  pointer: ListedPointer;
   /** Upper bound of the pointer's write time: when the sweep first listed it (or the end of its bucket). */
   writtenBy: number;
   nextReadAt: number;
@@ -72,18 +71,18 @@ interface Tracked {
 /**
  * Publishes every committed outbox row at least once.
  *
- * Fast path: `nudge` is called in-process once a state change and its outbox row committed, with that row, and
- * publishes it at once without reading it back. Sweep: pointers are listed by minute bucket from the oldest still open
- * to now (at most every `listEveryMs`; the sweeps between read only the orders due); each order is read once its
- * pointer has been listed for `peerGraceMs` (a later transition by a writer that runs no relay shares the pointer, so
- * this read is not skipped even when a nudge here has published the order's row) and again once the pointer has
- * settled, and only then
- * is the pointer deleted, with a write time (`USING TIMESTAMP`) that removes the pointer writes that read has covered
- * and no later one. So a writer still between its pointer and its batch, or a
- * second transition of the same order in the same minute, keeps its pointer. A crash at any point leaves the row to a
- * later read. Without a nudge (the writer's process runs no relay, or died before publishing), an event whose batch
- * landed just after its order's first read waits for the settling read, up to settleMs; any other is published by the
- * next sweep.
+ * Fast path: `nudge` is called in-process once a state change and its outbox row committed, with that row and a hold
+ * on its pointer, and publishes it at once without reading it back; once it is published and marked, the hold is
+ * released and the writer deletes its pointer (PurchaseStore.writePointer), so the sweep never reads the order. Sweep:
+ * for the pointers left behind (a writer without a relay, a failed publication, a crash, or one the writer has not
+ * deleted yet), listed by minute bucket from the oldest still open to now (at most every `listEveryMs`; the sweeps
+ * between read only the orders due), each order is read once its pointer has been listed for `peerGraceMs` and again
+ * once the pointer has settled, and only then is the pointer deleted, with a write time (`USING TIMESTAMP`) that
+ * removes the pointer writes that read has covered and no later one. So a writer still between its pointer and its
+ * batch, or a second transition of the same order in the same minute, keeps its pointer. A crash at any point leaves
+ * the row to a later read. Without a nudge (the writer's process runs no relay, or died before publishing), an event
+ * whose batch landed just after its order's first read waits for the settling read, up to settleMs; any other is
+ * published by the next sweep.
  *
  * Window: publications hold the rows they read (a body may be tens of MB) until Kafka acknowledges them, which during
  * an outage is when it comes back. So the relay holds at most `window` orders and about `windowBytes` at once: a nudge
@@ -138,14 +137,25 @@ export class OutboxRelay {
    * rows as soon as it has room: the order's id waits (ids only, up to MAX_DEFERRED; the rows are read when their turn
    * comes). A failure leaves them to the sweep.
    */
-  nudge(row: OutboxRow): void {
+  nudge(row: OutboxRow, pointer?: PointerHold): void {
     // Called within the committing API request, whose answer does not wait for it.
     const committedAt = performance.now();
-    outsideBudget(() => this.nudgeOrder(row.tenantId, row.orderId, committedAt, row));
+    outsideBudget(() => this.nudgeOrder(row.tenantId, row.orderId, committedAt, row, pointer));
   }
 
-  private nudgeOrder(tenantId: string, orderId: string, committedAt: number, committed?: OutboxRow): void {
+  /**
+   * `pointer`, the hold on the committed row's pointer, is released `true` once the row is published and marked (its
+   * writer then deletes the pointer, and the sweep never reads the order), `false` if it is not (the sweep publishes it).
+   */
+  private nudgeOrder(
+    tenantId: string,
+    orderId: string,
+    committedAt: number,
+    committed?: OutboxRow,
+    pointer?: PointerHold,
+  ): void {
     if (!this.hasRoom()) {
+      pointer?.release(false); // remembered as an id only: the pointer stays, in case this process dies first
       const key = `${tenantId}\u0000${orderId}`;
       if (this.deferred.has(key)) return;
       if (this.deferred.size < MAX_DEFERRED) this.deferred.set(key, { tenantId, orderId, committedAt });
@@ -153,8 +163,12 @@ export class OutboxRelay {
       return;
     }
     this.inFlight += 1;
-    const nudge = this.publishInWindow(tenantId, orderId, { committedAt, row: committed }).catch((error: unknown) =>
-      this.logger.warn({ err: error, tenantId, orderId }, 'outbox publication failed; the sweep will retry it'),
+    const nudge = this.publishInWindow(tenantId, orderId, { committedAt, row: committed }).then(
+      () => pointer?.release(true),
+      (error: unknown) => {
+        pointer?.release(false);
+        this.logger.warn({ err: error, tenantId, orderId }, 'outbox publication failed; the sweep will retry it');
+      },
     );
     this.nudges.add(nudge);
     void nudge.finally(() => this.nudges.delete(nudge));
@@ -197,7 +211,7 @@ export class OutboxRelay {
     let oldestOpen = current;
     const failed: unknown[] = [];
     for (let bucket = oldest; bucket <= current; bucket += 1) {
-      let pointers: { tenantId: string; orderId: string }[];
+      let pointers: ListedPointer[];
       try {
         pointers = await this.store.pointers(bucket);
       } catch (error) {
@@ -208,14 +222,14 @@ export class OutboxRelay {
       }
       const before = this.tracked.get(bucket);
       const listed = new Map<string, Tracked>();
-      for (const { tenantId, orderId } of pointers) {
-        const key = `${tenantId}\u0000${orderId}`;
+      for (const pointer of pointers) {
+        const key = `${pointer.tenantId}\u0000${pointer.orderId}\u0000${pointer.writer?.id ?? ''}`;
         // A pointer of a bucket that ended was written by then (give or take the clock skew settleMs allows for).
         const writtenBy = Math.min(now, (bucket + 1) * MINUTE);
         // A pointer listed for the first time is read once its writer's relay has had its grace: by then that relay has
         // most often published the rows, and a read sooner would find them young, hold them and read them again.
         const firstRead = now + (this.options.peerGraceMs ?? 0);
-        listed.set(key, before?.get(key) ?? { tenantId, orderId, writtenBy, nextReadAt: firstRead });
+        listed.set(key, before?.get(key) ?? { pointer, writtenBy, nextReadAt: firstRead });
       }
       if (listed.size > 0) this.tracked.set(bucket, listed);
       else this.tracked.delete(bucket);
@@ -248,7 +262,7 @@ export class OutboxRelay {
     let published = 0;
     const due = [...listed].filter(([, tracked]) => tracked.nextReadAt <= now);
     const errors = await forEach(due, this.options.concurrency, async ([key, tracked]) => {
-      const { tenantId, orderId } = tracked;
+      const { tenantId, orderId } = tracked.pointer;
       await this.enterWindow();
       const readAt = clock();
       let heldUntil: number | undefined;
@@ -263,7 +277,7 @@ export class OutboxRelay {
       } else if (readAt - settleMs >= tracked.writtenBy) {
         // Removes the pointer writes older than settleMs before the read, whose batches that read has seen; a
         // pointer written again since survives and is listed (and read) afresh by the next listing.
-        await this.store.dropPointer(bucket, tenantId, orderId, (readAt - settleMs) * 1000);
+        await this.store.dropPointer(bucket, tracked.pointer, (readAt - settleMs) * 1000);
         listed.delete(key);
       } else {
         tracked.nextReadAt = tracked.writtenBy + settleMs;

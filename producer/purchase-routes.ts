@@ -146,23 +146,33 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore; metrics?
       // The relay's pointer goes out with the first read of the order (one round trip for both, not two); it leads to
       // nothing if the transition is then refused. A lost race writes it again, before its next batch.
       const pointer = attempt === 1 ? store.writePointer(tenantId, id) : undefined;
-      pointer?.catch(noop); // awaited by the transition; a read that fails first leaves it unawaited
-      // After a lost race, a serial read sees the state the winner committed.
-      let started = performance.now();
-      const order = await load(tenantId, id, { serial: attempt > 1 });
-      started = lap(metrics, 'transition_read', started);
-      const now = new Date().toISOString();
+      pointer?.written.catch(noop); // awaited by the transition; a read that fails first leaves it unawaited
+      // Released `true` unless a batch may have applied unseen (the transition failed): a commit holds the pointer
+      // itself until its row is published; one that may have applied leaves it to the sweep.
+      let unseen = false;
+      let body: string | undefined;
       let next: PurchaseOrderDTO;
-      if (action === 'validate') {
-        // Checked before a reference is taken, so a refused validation does not use one up.
-        if (order.dto.status !== 'Draft') throw new IllegalTransitionError(order.dto.status, 'validated');
-        next = validated(order.dto, await store.nextReference(tenantId), now);
-        started = lap(metrics, 'transition_reference', started);
-      } else {
-        next = cancelled(order.dto, now);
+      try {
+        // After a lost race, a serial read sees the state the winner committed.
+        let started = performance.now();
+        const order = await load(tenantId, id, { serial: attempt > 1 });
+        started = lap(metrics, 'transition_read', started);
+        const now = new Date().toISOString();
+        if (action === 'validate') {
+          // Checked before a reference is taken, so a refused validation does not use one up.
+          if (order.dto.status !== 'Draft') throw new IllegalTransitionError(order.dto.status, 'validated');
+          next = validated(order.dto, await store.nextReference(tenantId), now);
+          started = lap(metrics, 'transition_reference', started);
+        } else {
+          next = cancelled(order.dto, now);
+        }
+        unseen = true;
+        body = await store.transition(tenantId, next, order.version, eventType, now, traceparent, { pointer });
+        unseen = false;
+        lap(metrics, 'transition_commit', started);
+      } finally {
+        pointer?.release(!unseen);
       }
-      const body = await store.transition(tenantId, next, order.version, eventType, now, traceparent, { pointer });
-      lap(metrics, 'transition_commit', started);
       if (body !== undefined) return body;
       // Not applied, for certain: no committed state carries the reference, so the next validation takes it.
       if (action === 'validate') store.returnReference(tenantId, next.reference!);

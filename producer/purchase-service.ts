@@ -22,7 +22,9 @@ export async function startPurchaseService(
   const topics = topicNames(config);
   // With the relay in this process, a committed transition is published at once; the sweep is the safety net.
   let relay: OutboxRelay | undefined;
-  const store = new PurchaseStore(platform.db, (row) => relay?.nudge(row));
+  const store = new PurchaseStore(platform.db, (row, pointer) =>
+    relay ? relay.nudge(row, pointer) : pointer.release(false),
+  );
   const publisher = await Publisher.connect(platform.kafka);
   const eventCodec = await codecFor<Record<string, unknown>>(
     platform.registry,

@@ -17,6 +17,8 @@ const INLINE_BODY_CHARS = 512 * 1024;
 const BODY_CHUNK_CHARS = 1024 * 1024;
 /** Pointers read per request when a bucket is listed. */
 const POINTERS_PAGE = 5_000;
+/** Partitions a minute's pointers are spread over (migration 016: a listing reads the deleted ones too). */
+export const POINTER_SHARDS = 8;
 
 /** An integration event waiting in a purchase order's partition until the relay has published it. */
 export interface OutboxRow {
@@ -31,12 +33,60 @@ export interface OutboxRow {
   traceparent?: string | null;
 }
 
-/** Told once a state change and its outbox row have committed, with that row (an in-process relay publishes it at once). */
-export type TransitionListener = (row: OutboxRow) => void;
+/**
+ * Told once a state change and its outbox row have committed, with that row (an in-process relay publishes it at once)
+ * and a hold on the pointer written for it, which the listener must release: `true` once the row is published and
+ * marked, `false` to leave the pointer to the sweep.
+ */
+export type TransitionListener = (row: OutboxRow, pointer: PointerHold) => void;
+
+/** A hold on a pointer this process wrote; the pointer is deleted once every hold is released `true`. */
+export interface PointerHold {
+  /**
+   * Releases the hold: `published` when nothing it covers needs the sweep any more (the row committed under it is
+   * published and marked, or nothing committed under it); `false` when it may (a publication failed, a batch whose
+   * outcome is unknown), which leaves the pointer to the sweep.
+   */
+  release(published: boolean): void;
+}
+
+/** A pointer written by this process (`writePointer`): its write, and the writer's hold on it. */
+export interface PointerWrite extends PointerHold {
+  /** Resolves once the pointer is written; a transition's batch waits for it. */
+  readonly written: Promise<void>;
+  /** Takes one more hold (a committed transition's, handed to the listener until its row is published). */
+  hold(): PointerHold;
+}
+
+/** A pointer as the sweep lists it: `writer` null for one an earlier version wrote to the table without writers. */
+export interface ListedPointer {
+  tenantId: string;
+  orderId: string;
+  writer: { id: string; shard: number } | null;
+}
+
+/** One pointer row of this process's with holds on it (see `writePointer`). */
+interface HeldPointer {
+  bucket: number;
+  shard: number;
+  tenantId: string;
+  orderId: string;
+  holds: number;
+  /** The write time of this process's last write of the row, in microseconds. */
+  writtenAt: number;
+  /** A hold was released `false`: the row is left to the sweep. */
+  keep: boolean;
+}
 
 /** Cassandra store of items, purchase orders, their outbox rows and reference sequences. */
 export class PurchaseStore {
   private readonly references: ReferenceLeases;
+  /** This store's name in the pointers it writes (one per process start): no other writer writes its rows. */
+  private readonly writer = newId();
+  /** Pointer rows of this writer with holds, by bucket, tenant and order. */
+  private readonly held = new Map<string, HeldPointer>();
+  /** Last write time given to a pointer write (µs): strictly increasing, so a deletion covers only earlier writes. */
+  private lastWriteMicros = 0;
 
   constructor(
     private readonly db: CassandraClient,
@@ -162,14 +212,32 @@ export class PurchaseStore {
     occurredAt: string,
     traceparent?: string,
     /** The order's pointer, written by the caller (`writePointer`) beside its read of the order: not written again. */
-    options: { pointer?: Promise<void> } = {},
+    options: { pointer?: PointerWrite } = {},
+  ): Promise<string | undefined> {
+    const pointer = options.pointer ?? this.writePointer(tenantId, dto.id);
+    let settled = false;
+    try {
+      const body = await this.commit(tenantId, dto, expectedVersion, eventType, occurredAt, traceparent, pointer);
+      settled = true;
+      return body;
+    } finally {
+      // Refused or committed (the commit took its own hold), the outcome is known: this hold covers nothing more.
+      if (pointer !== options.pointer) pointer.release(settled);
+    }
+  }
+
+  private async commit(
+    tenantId: string,
+    dto: PurchaseOrderDTO,
+    expectedVersion: number,
+    eventType: string,
+    occurredAt: string,
+    traceparent: string | undefined,
+    pointer: PointerWrite,
   ): Promise<string | undefined> {
     const body = serializePurchaseOrder(dto);
     // A large body is written in chunks first, under an id only this attempt uses: a lost race leaves it unreferenced.
-    const [stored] = await Promise.all([
-      this.storeBody(tenantId, dto.id, body),
-      options.pointer ?? this.writePointer(tenantId, dto.id),
-    ]);
+    const [stored] = await Promise.all([this.storeBody(tenantId, dto.id, body), pointer.written]);
     const outboxId = newId();
     let applied: boolean;
     try {
@@ -218,16 +286,24 @@ export class PurchaseStore {
         (stored.bodyId === null ? row.dto === body : row.body_id === stored.bodyId);
     }
     if (!applied) return undefined;
-    this.onCommitted?.({
-      tenantId,
-      orderId: dto.id,
-      outboxId,
-      eventType,
-      occurredAt,
-      reference: dto.reference,
-      payload: body,
-      traceparent: traceparent ?? null,
-    });
+    const hold = pointer.hold();
+    if (this.onCommitted) {
+      this.onCommitted(
+        {
+          tenantId,
+          orderId: dto.id,
+          outboxId,
+          eventType,
+          occurredAt,
+          reference: dto.reference,
+          payload: body,
+          traceparent: traceparent ?? null,
+        },
+        hold,
+      );
+    } else {
+      hold.release(false); // nothing here publishes it: the sweep does, through the pointer
+    }
     return body;
   }
 
@@ -235,15 +311,62 @@ export class PurchaseStore {
    * Writes the pointer by which the relay finds an order's partition; `transition` writes it unless given. It must
    * land before the batch: a caller may write it ahead, while it reads the order (the two requests share a round trip
    * and most often a socket write). One written for a transition that then does not happen leads to nothing.
+   *
+   * The pointer is this writer's own row (its key names the writer), and this process deletes it itself once every
+   * hold on it is released `true`: the caller's (released when its request is over: `true` if no batch of its may
+   * have applied unseen) and each committed transition's (released by the relay once its row is published and
+   * marked). The deletion's write time is this process's last write of the row, so it removes no later write; the
+   * rows of other writers are other rows. The sweep then never reads the order: it reads only the pointers left
+   * behind (a writer without a relay, a failed publication, a crash), as before. A deletion that fails leaves the
+   * pointer to the sweep.
    */
-  writePointer(tenantId: string, orderId: string): Promise<void> {
-    return this.db
-      .execute('INSERT INTO outbox_pointers (bucket, tenant_id, order_id) VALUES (?, ?, ?)', [
-        Math.floor(Date.now() / MINUTE),
-        tenantId,
-        orderId,
-      ])
+  writePointer(tenantId: string, orderId: string): PointerWrite {
+    const bucket = Math.floor(Date.now() / MINUTE);
+    const shard = pointerShard(tenantId, orderId);
+    const key = `${bucket}\u0000${tenantId}\u0000${orderId}`;
+    this.lastWriteMicros = Math.max(Date.now() * 1000, this.lastWriteMicros + 1);
+    const writtenAt = this.lastWriteMicros;
+    let held = this.held.get(key);
+    if (!held) {
+      held = { bucket, shard, tenantId, orderId, holds: 0, writtenAt, keep: false };
+      this.held.set(key, held);
+    }
+    held.writtenAt = writtenAt;
+    const row = held;
+    const written = this.db
+      .execute(
+        'INSERT INTO outbox_writer_pointers (bucket, shard, tenant_id, order_id, writer) VALUES (?, ?, ?, ?, ?)',
+        [bucket, shard, tenantId, orderId, this.writer],
+        { timestamp: types.Long.fromNumber(writtenAt) },
+      )
       .then(noop);
+    const hold = (): PointerHold => {
+      row.holds += 1;
+      let released = false;
+      return {
+        release: (published) => {
+          if (released) return;
+          released = true;
+          this.release(key, row, published);
+        },
+      };
+    };
+    const own = hold();
+    return { written, hold, release: own.release };
+  }
+
+  private release(key: string, row: HeldPointer, published: boolean): void {
+    if (!published) row.keep = true;
+    row.holds -= 1;
+    if (row.holds > 0) return;
+    if (this.held.get(key) === row) this.held.delete(key);
+    if (row.keep) return;
+    this.db
+      .execute(
+        'DELETE FROM outbox_writer_pointers USING TIMESTAMP ? WHERE bucket = ? AND shard = ? AND tenant_id = ? AND order_id = ? AND writer = ?',
+        [types.Long.fromNumber(row.writtenAt), row.bucket, row.shard, row.tenantId, row.orderId, this.writer],
+      )
+      .catch(noop); // the pointer stays, and the sweep deletes it after its reads
   }
 
   /**
@@ -268,12 +391,37 @@ export class PurchaseStore {
    * Orders that may hold unpublished outbox rows, from one minute bucket of pointers: all of them, page after page (a
    * bucket holds thousands at a few hundred validations a second; the driver's first page alone is 5,000 rows).
    */
-  async pointers(bucket: number): Promise<{ tenantId: string; orderId: string }[]> {
-    const result = await this.db.execute('SELECT tenant_id, order_id FROM outbox_pointers WHERE bucket = ?', [bucket], {
-      fetchSize: POINTERS_PAGE,
-    });
-    const pointers: { tenantId: string; orderId: string }[] = [];
-    for await (const row of result) pointers.push({ tenantId: String(row.tenant_id), orderId: String(row.order_id) });
+  async pointers(bucket: number): Promise<ListedPointer[]> {
+    // The table without writers holds what gateways of an earlier version wrote (migration 016): listed too.
+    const shards = await Promise.all(
+      Array.from({ length: POINTER_SHARDS }, async (_, shard) => {
+        const result = await this.db.execute(
+          'SELECT tenant_id, order_id, writer FROM outbox_writer_pointers WHERE bucket = ? AND shard = ?',
+          [bucket, shard],
+          { fetchSize: POINTERS_PAGE },
+        );
+        const listed: ListedPointer[] = [];
+        for await (const row of result) {
+          listed.push({
+            tenantId: String(row.tenant_id),
+            orderId: String(row.order_id),
+            writer: { id: String(row.writer), shard },
+          });
+        }
+        return listed;
+      }),
+    );
+    const earlier = await this.db.execute(
+      'SELECT tenant_id, order_id FROM outbox_pointers WHERE bucket = ?',
+      [bucket],
+      {
+        fetchSize: POINTERS_PAGE,
+      },
+    );
+    const pointers = shards.flat();
+    for await (const row of earlier) {
+      pointers.push({ tenantId: String(row.tenant_id), orderId: String(row.order_id), writer: null });
+    }
     return pointers;
   }
 
@@ -347,11 +495,18 @@ export class PurchaseStore {
   }
 
   /** Deletes the pointer's writes made at or before `writtenUpToMicros` (write time); a later write survives. */
-  async dropPointer(bucket: number, tenantId: string, orderId: string, writtenUpToMicros: number): Promise<void> {
-    await this.db.execute(
-      'DELETE FROM outbox_pointers USING TIMESTAMP ? WHERE bucket = ? AND tenant_id = ? AND order_id = ?',
-      [types.Long.fromNumber(writtenUpToMicros), bucket, tenantId, orderId],
-    );
+  async dropPointer(bucket: number, pointer: ListedPointer, writtenUpToMicros: number): Promise<void> {
+    const at = types.Long.fromNumber(writtenUpToMicros);
+    const { tenantId, orderId, writer } = pointer;
+    await (writer === null
+      ? this.db.execute(
+          'DELETE FROM outbox_pointers USING TIMESTAMP ? WHERE bucket = ? AND tenant_id = ? AND order_id = ?',
+          [at, bucket, tenantId, orderId],
+        )
+      : this.db.execute(
+          'DELETE FROM outbox_writer_pointers USING TIMESTAMP ? WHERE bucket = ? AND shard = ? AND tenant_id = ? AND order_id = ? AND writer = ?',
+          [at, bucket, writer.shard, tenantId, orderId, writer.id],
+        ));
   }
 
   async relayProgress(relay: string): Promise<number | undefined> {
@@ -370,6 +525,16 @@ export class PurchaseStore {
 }
 
 export { MINUTE };
+
+/** The shard of an order's pointers (FNV-1a of its tenant and id): the same for each of its writes. */
+export function pointerShard(tenantId: string, orderId: string): number {
+  let hash = 0x811c9dc5;
+  const key = `${tenantId}\u0000${orderId}`;
+  for (let index = 0; index < key.length; index += 1) {
+    hash = Math.imul(hash ^ key.charCodeAt(index), 0x01000193);
+  }
+  return (hash >>> 0) % POINTER_SHARDS;
+}
 
 function itemFromRow(row: Record<string, unknown>): Item {
   return {

@@ -13,7 +13,13 @@ import {
   validated,
   type PurchaseOrderDTO,
 } from '../../producer/purchase-order.ts';
-import { MINUTE, PurchaseStore, type OutboxRow } from '../../producer/purchase-store.ts';
+import {
+  MINUTE,
+  POINTER_SHARDS,
+  PurchaseStore,
+  type OutboxRow,
+  type PointerHold,
+} from '../../producer/purchase-store.ts';
 import { MAX_LEASE } from '../../producer/reference-leases.ts';
 import { testEnv, waitFor } from '../support/harness.ts';
 
@@ -455,25 +461,98 @@ describe('purchase store and outbox relay', () => {
     expect(await store.unpublished(tenantId, order.id)).toEqual([]);
   });
 
-  it('publishes a nudged row as committed, without reading its order back', async () => {
+  it('publishes a nudged row as committed, and its writer deletes the pointer: the sweep never reads the order', async () => {
     const { tenantId, store, relay, published, clock, order, pointers } = await setup();
-    const writer = new PurchaseStore(db, (row) => relay.nudge(row));
+    const writer = new PurchaseStore(db, (row, pointer) => relay.nudge(row, pointer));
     const body = await transition(writer, tenantId, validated(order, 'PO-000001', new Date().toISOString()), 1);
     await relay.idle();
     expect(published.map((row) => row.payload)).toEqual([body]);
-    expect(store.reads).toBe(0);
-    // The sweep still reads the order when it first lists the pointer and once it has settled; nothing more to publish.
+    await waitFor(async () => (await pointers()).length === 0, 'the writer to delete its pointer');
+    // Neither at the first listing nor once the pointer would have settled: nothing left to read.
     expect(await relay.pass()).toBe(0);
     clock.at = Date.now() + SETTLE_MS + MINUTE;
     expect(await relay.pass()).toBe(0);
-    expect(store.reads).toBe(2);
-    expect(await pointers()).toEqual([]);
+    expect(store.reads).toBe(0);
+    expect(await store.unpublished(tenantId, order.id)).toEqual([]);
     expect(published).toHaveLength(1);
+  });
+
+  it('leaves the pointer to the sweep when the nudged publication fails', async () => {
+    const { tenantId, relay, published, failures, order, pointers, sweepUntil } = await setup();
+    const writer = new PurchaseStore(db, (row, pointer) => relay.nudge(row, pointer));
+    failures.remaining = 1;
+    const body = await transition(writer, tenantId, validated(order, 'PO-000001', new Date().toISOString()), 1);
+    await relay.idle();
+    expect(published).toEqual([]);
+    expect(await pointers()).toHaveLength(1);
+    await sweepUntil(() => published.length > 0, 'the sweep to publish the event');
+    expect(published.map((row) => row.payload)).toEqual([body]);
+  });
+
+  it('keeps the pointer of a batch that applied but whose answer was lost, and the sweep publishes its row', async () => {
+    const { tenantId, relay, published, order, pointers } = await setup();
+    const nudged: OutboxRow[] = [];
+    // The batch reaches Cassandra and applies; its answer does not come back (a connection dropped, say).
+    const client = new Proxy(db, {
+      get(target, property) {
+        if (property === 'batch') {
+          return async (...args: Parameters<CassandraClient['batch']>) => {
+            await target.batch(...args);
+            throw new Error('connection reset by peer');
+          };
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const writer = new PurchaseStore(client, (row, pointer) => {
+      nudged.push(row);
+      pointer.release(true);
+    });
+    await expect(
+      transition(writer, tenantId, validated(order, 'PO-000001', new Date().toISOString()), 1),
+    ).rejects.toThrow('connection reset');
+    expect(nudged).toEqual([]); // the writer cannot tell that it committed
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await pointers()).toHaveLength(1);
+    expect(await relay.pass()).toBe(1);
+    expect(published.map((row) => row.eventType)).toEqual(['purchaseOrder.validated']);
+  });
+
+  it("deletes a writer's pointer only once every commit under it is published, and never another writer's", async () => {
+    const { tenantId, relay, published, order, pointers } = await setup();
+    const holds: PointerHold[] = [];
+    const writer = new PurchaseStore(db, (_row, pointer) => holds.push(pointer));
+    // Another gateway (no relay) has written its pointer for the same order and not yet committed.
+    const other = new PurchaseStore(db);
+    const otherPointer = other.writePointer(tenantId, order.id);
+    await otherPointer.written;
+
+    const validatedBody = await transition(
+      writer,
+      tenantId,
+      validated(order, 'PO-000001', new Date().toISOString()),
+      1,
+    );
+    const validatedDto = JSON.parse(validatedBody!) as PurchaseOrderDTO;
+    // A second transition of this writer in the same minute rewrites its pointer row while the first is unpublished.
+    const cancelledBody = await transition(writer, tenantId, cancelled(validatedDto, new Date().toISOString()), 2);
+    expect(holds).toHaveLength(2);
+    holds[1]!.release(true);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await pointers()).toHaveLength(2); // the first commit still holds this writer's
+
+    holds[0]!.release(true);
+    await waitFor(async () => (await pointers()).length === 1, "the writer's pointer to be deleted");
+    // The other writer's pointer is its own row: it survives, and the sweep reads the order through it.
+    otherPointer.release(false);
+    expect(await relay.pass()).toBe(2); // neither row was marked published here (the holds were released by hand)
+    expect(published.map((row) => row.payload)).toEqual([validatedBody, cancelledBody]);
   });
 
   it('a transition given the pointer its caller wrote beside its read writes none itself, and the sweep finds it', async () => {
     const { tenantId, relay, published, order } = await setup();
-    const { client, counted: pointerWrites } = counting(db, /^INSERT INTO outbox_pointers/);
+    const { client, counted: pointerWrites } = counting(db, /^INSERT INTO outbox_writer_pointers/);
     // A writer without a relay (nothing nudged): only the sweep can publish its event, through the pointer.
     const writer = new PurchaseStore(client);
     const pointer = writer.writePointer(tenantId, order.id);
@@ -513,6 +592,30 @@ describe('purchase store and outbox relay', () => {
     const listed = await new PurchaseStore(db).pointers(bucket);
     expect(listed.length).toBe(ids.length);
     expect(new Set(listed.map((pointer) => pointer.orderId))).toEqual(new Set(ids));
+  });
+
+  it("lists a writer's pointers from every shard of the minute, beside an earlier version's", async () => {
+    const tenantId = `relay-${randomBytes(4).toString('hex')}`;
+    const writer = new PurchaseStore(db);
+    const ids = Array.from({ length: 64 }, (_, index) => `order-${index}`);
+    const writes = ids.map((orderId) => writer.writePointer(tenantId, orderId));
+    await Promise.all(writes.map((write) => write.written));
+    const bucket = Math.floor(Date.now() / MINUTE);
+    await db.execute('INSERT INTO outbox_pointers (bucket, tenant_id, order_id) VALUES (?, ?, ?)', [
+      bucket,
+      tenantId,
+      'earlier',
+    ]);
+    const listed = [...(await writer.pointers(bucket - 1)), ...(await writer.pointers(bucket))].filter(
+      (pointer) => pointer.tenantId === tenantId,
+    );
+    expect(listed.map((pointer) => pointer.orderId).sort()).toEqual([...ids, 'earlier'].sort());
+    expect(new Set(listed.map((pointer) => pointer.writer?.shard)).size).toBe(POINTER_SHARDS + 1); // and null
+    for (const write of writes) write.release(true);
+    await waitFor(
+      async () => (await writer.pointers(bucket)).filter((pointer) => pointer.tenantId === tenantId).length === 1,
+      'the writer to delete its pointers',
+    );
   });
 
   it('publishes at the next sweep a later transition of a nudged order made by a writer that runs no relay', async () => {
