@@ -1,5 +1,6 @@
 import { queryPage, types, type CassandraClient } from '../core/cassandra.ts';
 import { newId } from '../core/ids.ts';
+import { partitionOf } from '../core/partitioner.ts';
 import { isCasTimeout } from './cas.ts';
 import {
   formatReference,
@@ -68,9 +69,7 @@ export interface ListedPointer {
 /** One pointer row of this process's with holds on it (see `writePointer`). */
 interface HeldPointer {
   bucket: number;
-  shard: number;
-  tenantId: string;
-  orderId: string;
+  pointer: ListedPointer & { writer: { id: string; shard: number } };
   holds: number;
   /** The write time of this process's last write of the row, in microseconds. */
   writtenAt: number;
@@ -322,21 +321,26 @@ export class PurchaseStore {
    */
   writePointer(tenantId: string, orderId: string): PointerWrite {
     const bucket = Math.floor(Date.now() / MINUTE);
-    const shard = pointerShard(tenantId, orderId);
     const key = `${bucket}\u0000${tenantId}\u0000${orderId}`;
     this.lastWriteMicros = Math.max(Date.now() * 1000, this.lastWriteMicros + 1);
     const writtenAt = this.lastWriteMicros;
-    let held = this.held.get(key);
-    if (!held) {
-      held = { bucket, shard, tenantId, orderId, holds: 0, writtenAt, keep: false };
-      this.held.set(key, held);
-    }
-    held.writtenAt = writtenAt;
-    const row = held;
+    const row = this.held.get(key) ?? {
+      bucket,
+      pointer: {
+        tenantId,
+        orderId,
+        writer: { id: this.writer, shard: partitionOf(`${tenantId}\u0000${orderId}`, POINTER_SHARDS) },
+      },
+      holds: 0,
+      writtenAt,
+      keep: false,
+    };
+    this.held.set(key, row);
+    row.writtenAt = writtenAt;
     const written = this.db
       .execute(
         'INSERT INTO outbox_writer_pointers (bucket, shard, tenant_id, order_id, writer) VALUES (?, ?, ?, ?, ?)',
-        [bucket, shard, tenantId, orderId, this.writer],
+        [bucket, row.pointer.writer.shard, tenantId, orderId, this.writer],
         { timestamp: types.Long.fromNumber(writtenAt) },
       )
       .then(noop);
@@ -361,12 +365,8 @@ export class PurchaseStore {
     if (row.holds > 0) return;
     if (this.held.get(key) === row) this.held.delete(key);
     if (row.keep) return;
-    this.db
-      .execute(
-        'DELETE FROM outbox_writer_pointers USING TIMESTAMP ? WHERE bucket = ? AND shard = ? AND tenant_id = ? AND order_id = ? AND writer = ?',
-        [types.Long.fromNumber(row.writtenAt), row.bucket, row.shard, row.tenantId, row.orderId, this.writer],
-      )
-      .catch(noop); // the pointer stays, and the sweep deletes it after its reads
+    // A deletion that fails leaves the pointer, and the sweep deletes it after its reads.
+    this.dropPointer(row.bucket, row.pointer, row.writtenAt).catch(noop);
   }
 
   /**
@@ -392,37 +392,26 @@ export class PurchaseStore {
    * bucket holds thousands at a few hundred validations a second; the driver's first page alone is 5,000 rows).
    */
   async pointers(bucket: number): Promise<ListedPointer[]> {
-    // The table without writers holds what gateways of an earlier version wrote (migration 016): listed too.
-    const shards = await Promise.all(
-      Array.from({ length: POINTER_SHARDS }, async (_, shard) => {
-        const result = await this.db.execute(
+    const list = async (query: string, params: unknown[], shard: number | null) => {
+      const listed: ListedPointer[] = [];
+      for await (const row of await this.db.execute(query, params, { fetchSize: POINTERS_PAGE })) {
+        const writer = shard === null ? null : { id: String(row.writer), shard };
+        listed.push({ tenantId: String(row.tenant_id), orderId: String(row.order_id), writer });
+      }
+      return listed;
+    };
+    const lists = await Promise.all([
+      ...Array.from({ length: POINTER_SHARDS }, (_, shard) =>
+        list(
           'SELECT tenant_id, order_id, writer FROM outbox_writer_pointers WHERE bucket = ? AND shard = ?',
           [bucket, shard],
-          { fetchSize: POINTERS_PAGE },
-        );
-        const listed: ListedPointer[] = [];
-        for await (const row of result) {
-          listed.push({
-            tenantId: String(row.tenant_id),
-            orderId: String(row.order_id),
-            writer: { id: String(row.writer), shard },
-          });
-        }
-        return listed;
-      }),
-    );
-    const earlier = await this.db.execute(
-      'SELECT tenant_id, order_id FROM outbox_pointers WHERE bucket = ?',
-      [bucket],
-      {
-        fetchSize: POINTERS_PAGE,
-      },
-    );
-    const pointers = shards.flat();
-    for await (const row of earlier) {
-      pointers.push({ tenantId: String(row.tenant_id), orderId: String(row.order_id), writer: null });
-    }
-    return pointers;
+          shard,
+        ),
+      ),
+      // The table without writers holds what gateways of an earlier version wrote (migration 016): listed too.
+      list('SELECT tenant_id, order_id FROM outbox_pointers WHERE bucket = ?', [bucket], null),
+    ]);
+    return lists.flat();
   }
 
   async unpublished(tenantId: string, orderId: string): Promise<OutboxRow[]> {
@@ -525,16 +514,6 @@ export class PurchaseStore {
 }
 
 export { MINUTE };
-
-/** The shard of an order's pointers (FNV-1a of its tenant and id): the same for each of its writes. */
-export function pointerShard(tenantId: string, orderId: string): number {
-  let hash = 0x811c9dc5;
-  const key = `${tenantId}\u0000${orderId}`;
-  for (let index = 0; index < key.length; index += 1) {
-    hash = Math.imul(hash ^ key.charCodeAt(index), 0x01000193);
-  }
-  return (hash >>> 0) % POINTER_SHARDS;
-}
 
 function itemFromRow(row: Record<string, unknown>): Item {
   return {
