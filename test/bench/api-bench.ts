@@ -228,6 +228,7 @@ try {
     ...(await localServerPids()),
     'bench (clients, receiver)': process.pid,
   });
+  console.log(`warm-up done; measuring ${drafts.length} validations`);
   cpu.start();
   const measured = await validate(drafts);
   await waitFor(drafts, 'run');
