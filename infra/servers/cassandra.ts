@@ -47,13 +47,16 @@ export const CASSANDRA_JAVA17_FLAGS = [
 
 /**
  * Timer slack of Cassandra's threads (the kernel's default is 50 µs). Its request threads (the shared "SEP" pool) that
- * run out of work keep polling for more by sleeping 10 µs at a time, until about 10 ms pass without any:
- * at a moderate load that is tens of thousands of wake-ups a second. At 500 deliveries/s on this 2-core machine those
- * threads used about a third of a core. With 250 µs of slack they wake up about five times less often; new work may
- * wait that long for one of them. Alternated over restarts, Cassandra's CPU per delivery at 500/s was 473-577 µs
- * against 839-922 µs with the default, and 96-110 against 155-190 µs at full speed (README, "What to expect").
+ * run out of work keep polling for more by sleeping 10 µs at a time, until about 10 ms pass without any: at a moderate
+ * load that is tens of thousands of wake-ups a second, and a request that arrives meanwhile waits for the next one.
+ * With the default, at 500 deliveries/s on this 2-core machine, those threads used about a third of a core; with 250
+ * µs of slack, Cassandra's CPU per delivery was 473-577 µs against 839-922 µs. A CPU profile at 250 validations/s still
+ * put 32 % of Cassandra's CPU in that polling with 250 µs; 500 µs halves the wake-ups again. Measured back to back
+ * (`npm run bench -- --api`, README "Session 47"): at 250 validations/s the validate call's p99 was 57 ms against
+ * 117-178 ms with 250 µs; on an idle node a compare-and-set takes about as long (p50 2.2 against 1.9-2.2 ms). 1 ms
+ * and 2 ms saved as much CPU under load but slowed that idle compare-and-set (3.0 and 4.9 ms).
  */
-export const CASSANDRA_TIMER_SLACK_NS = 250_000;
+export const CASSANDRA_TIMER_SLACK_NS = 500_000;
 
 /** One Cassandra node: where it listens and how it joins its ring. */
 export interface CassandraNode {
