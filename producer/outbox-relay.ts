@@ -163,7 +163,7 @@ export class OutboxRelay {
       return;
     }
     this.inFlight += 1;
-    const nudge = this.publishInWindow(tenantId, orderId, { committedAt, row: committed }).then(
+    const nudge = this.publishInWindow(tenantId, orderId, { committedAt, row: committed, pointer }).then(
       () => pointer?.release(true),
       (error: unknown) => {
         pointer?.release(false);
@@ -378,7 +378,9 @@ export class OutboxRelay {
       const publishing = performance.now();
       await Promise.all(rows.map((row) => this.publish(row, viaSweep)));
       if (rows.length > 0) this.record(rows, publishing, nudged);
-      await Promise.all(rows.map((row) => this.store.markPublished(row)));
+      // A nudge's one row takes its pointer's deletion along when the hold is the last (one request for both).
+      const pointer = rows.length === 1 ? nudged?.pointer : undefined;
+      await Promise.all(rows.map((row) => this.store.markPublished(row, pointer)));
       return rows.length;
     });
   }
@@ -388,6 +390,8 @@ export class OutboxRelay {
 interface Nudged {
   committedAt: number;
   row?: OutboxRow;
+  /** The hold on the committed row's pointer, released `true` once the order's rows are published and marked. */
+  pointer?: PointerHold;
 }
 
 /** The sweep's rows committed after `notAfter` wait `ms` from their commit for their writer's relay; `held` says until when. */

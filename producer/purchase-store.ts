@@ -1,4 +1,4 @@
-import { queryPage, types, type CassandraClient } from '../core/cassandra.ts';
+import { queryPage, statementSender, types, type CassandraClient } from '../core/cassandra.ts';
 import { newId } from '../core/ids.ts';
 import { partitionOf } from '../core/partitioner.ts';
 import { isCasTimeout } from './cas.ts';
@@ -9,6 +9,7 @@ import {
   type Item,
   type PurchaseOrderDTO,
 } from './purchase-order.ts';
+import type { SendStatements, WriteStatement } from '../core/write-batcher.ts';
 import { ReferenceLeases } from './reference-leases.ts';
 
 const MINUTE = 60_000;
@@ -49,6 +50,12 @@ export interface PointerHold {
    * outcome is unknown), which leaves the pointer to the sweep.
    */
   release(published: boolean): void;
+  /**
+   * Releases the hold `true` if it is the last on its pointer (none other left, none released `false`) and returns the
+   * pointer's deletion, for the caller to send in the same request as its own write (`markPublished`); otherwise
+   * returns undefined and leaves the hold as it was.
+   */
+  releaseLast?(): WriteStatement | undefined;
 }
 
 /** A pointer written by this process (`writePointer`): its write, and the writer's hold on it. */
@@ -84,6 +91,8 @@ export class PurchaseStore {
   private readonly writer = newId();
   /** Pointer rows of this writer with holds, by bucket, tenant and order. */
   private readonly held = new Map<string, HeldPointer>();
+  /** Sends a row's mark and its pointer's deletion in one request. */
+  private readonly send: SendStatements;
   /** Last write time given to a pointer write (µs): strictly increasing, so a deletion covers only earlier writes. */
   private lastWriteMicros = 0;
 
@@ -92,6 +101,7 @@ export class PurchaseStore {
     private readonly onCommitted?: TransitionListener,
   ) {
     this.references = new ReferenceLeases(db);
+    this.send = statementSender(db);
   }
 
   async createItem(tenantId: string, item: Item): Promise<void> {
@@ -353,6 +363,13 @@ export class PurchaseStore {
           released = true;
           this.release(key, row, published);
         },
+        releaseLast: () => {
+          if (released || row.holds > 1 || row.keep) return undefined;
+          released = true;
+          row.holds = 0;
+          if (this.held.get(key) === row) this.held.delete(key);
+          return pointerDeletion(row.bucket, row.pointer, row.writtenAt);
+        },
       };
     };
     const own = hold();
@@ -476,26 +493,36 @@ export class PurchaseStore {
     return parts.join('');
   }
 
-  async markPublished(row: OutboxRow): Promise<void> {
-    await this.db.execute(
-      'UPDATE purchase_orders SET published = true WHERE tenant_id = ? AND id = ? AND outbox_id = ?',
-      [row.tenantId, row.orderId, row.outboxId],
-    );
+  /**
+   * Marks a published row. Given the hold on its pointer, and that hold the pointer's last, the pointer's deletion goes
+   * in the same request (an unlogged batch: one request of the gateway's five per validation, not two); the hold is then
+   * released. Either write may apply without the other if the request fails: the row is published by then, so that
+   * costs at most a second publication, never an event.
+   */
+  async markPublished(row: OutboxRow, pointer?: PointerHold): Promise<void> {
+    const deletion = pointer?.releaseLast?.();
+    if (deletion === undefined) {
+      await this.db.execute(
+        'UPDATE purchase_orders SET published = true WHERE tenant_id = ? AND id = ? AND outbox_id = ?',
+        [row.tenantId, row.orderId, row.outboxId],
+      );
+      return;
+    }
+    // The deletion carries its own write time, so the batch carries none: the mark is stamped with the clock's.
+    await this.send([
+      {
+        query:
+          'UPDATE purchase_orders USING TIMESTAMP ? SET published = true WHERE tenant_id = ? AND id = ? AND outbox_id = ?',
+        params: [types.Long.fromNumber(Date.now() * 1000), row.tenantId, row.orderId, row.outboxId],
+      },
+      deletion,
+    ]);
   }
 
   /** Deletes the pointer's writes made at or before `writtenUpToMicros` (write time); a later write survives. */
   async dropPointer(bucket: number, pointer: ListedPointer, writtenUpToMicros: number): Promise<void> {
-    const at = types.Long.fromNumber(writtenUpToMicros);
-    const { tenantId, orderId, writer } = pointer;
-    await (writer === null
-      ? this.db.execute(
-          'DELETE FROM outbox_pointers USING TIMESTAMP ? WHERE bucket = ? AND tenant_id = ? AND order_id = ?',
-          [at, bucket, tenantId, orderId],
-        )
-      : this.db.execute(
-          'DELETE FROM outbox_writer_pointers USING TIMESTAMP ? WHERE bucket = ? AND shard = ? AND tenant_id = ? AND order_id = ? AND writer = ?',
-          [at, bucket, writer.shard, tenantId, orderId, writer.id],
-        ));
+    const { query, params } = pointerDeletion(bucket, pointer, writtenUpToMicros);
+    await this.db.execute(query, params);
   }
 
   async relayProgress(relay: string): Promise<number | undefined> {
@@ -523,6 +550,22 @@ function itemFromRow(row: Record<string, unknown>): Item {
     unitPrice: String(row.unit_price),
     createdAt: (row.created_at as Date).toISOString(),
   };
+}
+
+/** The deletion of a pointer's writes made at or before `writtenUpToMicros` (write time). */
+function pointerDeletion(bucket: number, pointer: ListedPointer, writtenUpToMicros: number): WriteStatement {
+  const at = types.Long.fromNumber(writtenUpToMicros);
+  const { tenantId, orderId, writer } = pointer;
+  return writer === null
+    ? {
+        query: 'DELETE FROM outbox_pointers USING TIMESTAMP ? WHERE bucket = ? AND tenant_id = ? AND order_id = ?',
+        params: [at, bucket, tenantId, orderId],
+      }
+    : {
+        query:
+          'DELETE FROM outbox_writer_pointers USING TIMESTAMP ? WHERE bucket = ? AND shard = ? AND tenant_id = ? AND order_id = ? AND writer = ?',
+        params: [at, bucket, writer.shard, tenantId, orderId, writer.id],
+      };
 }
 
 const noop = () => undefined;

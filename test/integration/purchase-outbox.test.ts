@@ -1,7 +1,7 @@
 // The purchase store's compare-and-set and the outbox relay against real Cassandra, with a collecting publisher, so
 // races are set up step by step: a writer held between its pointer and its batch, a publication that fails.
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { connectCassandra, type CassandraClient } from '../../core/cassandra.ts';
 import { loadConfig } from '../../core/config.ts';
 import { createLogger } from '../../core/log.ts';
@@ -475,6 +475,62 @@ describe('purchase store and outbox relay', () => {
     expect(store.reads).toBe(0);
     expect(await store.unpublished(tenantId, order.id)).toEqual([]);
     expect(published).toHaveLength(1);
+  });
+
+  it("marks a nudged row published and deletes its writer's pointer in one request, when nothing else holds it", async () => {
+    const { tenantId, relay, published, order, pointers } = await setup();
+    const writer = new PurchaseStore(db, (row, pointer) => relay.nudge(row, pointer));
+    // Every request the writer and the relay make, as the statements it carries.
+    const execute = vi.spyOn(db, 'execute');
+    const batch = vi.spyOn(db, 'batch');
+    let requests: string[][];
+    try {
+      const body = await transition(writer, tenantId, validated(order, 'PO-000001', new Date().toISOString()), 1);
+      await relay.idle();
+      expect(published.map((row) => row.payload)).toEqual([body]);
+      await waitFor(async () => (await pointers()).length === 0, 'the writer to delete its pointer');
+    } finally {
+      requests = [
+        ...execute.mock.calls.map(([query]) => [String(query)]),
+        ...batch.mock.calls.map(([queries]) =>
+          queries.map((query) => (typeof query === 'string' ? query : query.query)),
+        ),
+      ];
+      execute.mockRestore();
+      batch.mockRestore();
+    }
+    const afterPublishing = requests.filter((statements) =>
+      statements.some((query) => /SET published = true|^DELETE FROM outbox_writer_pointers/.test(query)),
+    );
+    expect(afterPublishing).toEqual([
+      [
+        expect.stringMatching(/^UPDATE purchase_orders USING TIMESTAMP \? SET published = true/),
+        expect.stringMatching(/^DELETE FROM outbox_writer_pointers USING TIMESTAMP/),
+      ],
+    ]);
+    expect(await writer.unpublished(tenantId, order.id)).toEqual([]);
+  });
+
+  it("marks a nudged row alone while its caller still holds the pointer, which the caller's release then deletes", async () => {
+    const { tenantId, relay, published, order, pointers } = await setup();
+    const writer = new PurchaseStore(db, (row, pointer) => relay.nudge(row, pointer));
+    // The API request's own hold, as the routes take it beside their read of the order, still held when the row is out.
+    const pointer = writer.writePointer(tenantId, order.id);
+    const body = await writer.transition(
+      tenantId,
+      validated(order, 'PO-000001', new Date().toISOString()),
+      1,
+      'purchaseOrder.validated',
+      new Date().toISOString(),
+      undefined,
+      { pointer },
+    );
+    await relay.idle();
+    expect(published.map((row) => row.payload)).toEqual([body]);
+    expect(await writer.unpublished(tenantId, order.id)).toEqual([]);
+    expect(await pointers()).toHaveLength(1);
+    pointer.release(true);
+    await waitFor(async () => (await pointers()).length === 0, "the caller's release to delete the pointer");
   });
 
   it('leaves the pointer to the sweep when the nudged publication fails', async () => {
