@@ -167,4 +167,56 @@ describe('request budget', () => {
       await app.close();
     }
   });
+  it('cuts the budget of a request already under way when the window starts, to what is left of the degraded one', async () => {
+    const budget = new RequestBudget(10_000, 1_000, 60_000);
+    const app = fastify();
+    installRequestBudget(app, budget, (error) => error.message === 'no host');
+    let proceed!: () => void;
+    const gate = new Promise<void>((resolve) => (proceed = resolve));
+    app.get('/under-way', async () => {
+      await gate;
+      return { left: budgetLeft() };
+    });
+    app.get('/unreachable', async () => {
+      throw new Error('no host');
+    });
+    try {
+      const arrived = Date.now();
+      const underWay = app.inject({ method: 'GET', url: '/under-way' });
+      await sleep(50);
+      expect((await app.inject({ method: 'GET', url: '/unreachable' })).statusCode).toBe(500);
+      expect(budget.degraded).toBe(true);
+      proceed();
+      const { left } = (await underWay).json<{ left: number }>();
+      expect(left).toBeGreaterThan(0);
+      expect(left).toBeLessThanOrEqual(1_000 - (Date.now() - arrived) + 5);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('settles a call in flight when the window opens once its request has spent the degraded budget, not at its own bound', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const budget = new RequestBudget(10_000, 300, 60_000);
+    const never = new Promise<never>(() => undefined);
+    // Two calls of a request that arrived at 0 with the normal budget: one bounded by 5 s of its own, one by 200 ms.
+    const settledAt = (ownBoundMs: number) =>
+      withinBudget(
+        10_000,
+        () => settleWithin(never, callTimeout('Cassandra', ownBoundMs), 'Cassandra'),
+        budget.limitFrom(0),
+      ).then(
+        () => 'answered',
+        (error: unknown) => (error instanceof DependencyUnavailableError ? Date.now() : error),
+      );
+    const long = settledAt(5_000);
+    const short = settledAt(200);
+    await vi.advanceTimersByTimeAsync(150);
+    // Another request, arrived at 100, finds Cassandra unavailable: the window opens.
+    withinBudget(10_000, () => budget.failed(), budget.limitFrom(100));
+    await vi.advanceTimersByTimeAsync(6_000);
+    // 300 ms from its own request's arrival (not the other's: 400), and the shorter bound kept.
+    expect(await long).toBe(300);
+    expect(await short).toBe(200);
+  });
 });

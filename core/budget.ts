@@ -5,13 +5,31 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { FastifyInstance } from 'fastify';
 import { DependencyUnavailableError } from './errors.ts';
 
-const deadlines = new AsyncLocalStorage<number>();
+/**
+ * A deadline that may come sooner while the work runs: `limit` says when it ends now (undefined: no sooner than
+ * `deadline`), and calls `onSooner` when that may have changed (RequestBudget: a window opening).
+ */
+export interface BudgetLimit {
+  endsAt(): number | undefined;
+  watch(onSooner: () => void): () => void;
+}
 
-/** Runs `work` with `ms` to spend on dependencies, counted from now; an enclosing budget that ends sooner still rules. */
-export function withinBudget<T>(ms: number, work: () => T): T {
+interface Budget {
+  deadline: number;
+  limit?: BudgetLimit;
+}
+
+const budgets = new AsyncLocalStorage<Budget>();
+
+/**
+ * Runs `work` with `ms` to spend on dependencies, counted from now, or less if `limit` comes sooner; an enclosing budget
+ * that ends sooner still rules.
+ */
+export function withinBudget<T>(ms: number, work: () => T, limit?: BudgetLimit): T {
   const deadline = Date.now() + ms;
-  const enclosing = deadlines.getStore();
-  return deadlines.run(enclosing === undefined ? deadline : Math.min(enclosing, deadline), work);
+  const enclosing = budgets.getStore();
+  if (enclosing === undefined) return budgets.run({ deadline, limit }, work);
+  return budgets.run({ deadline: Math.min(enclosing.deadline, deadline), limit: limit ?? enclosing.limit }, work);
 }
 
 /**
@@ -20,13 +38,19 @@ export function withinBudget<T>(ms: number, work: () => T): T {
  * the request that happened to start it runs out of time.
  */
 export function outsideBudget<T>(work: () => T): T {
-  return deadlines.exit(work);
+  return budgets.exit(work);
 }
 
 /** What is left of the current budget in ms (0 once spent), or undefined outside any budget (background work). */
 export function budgetLeft(): number | undefined {
-  const deadline = deadlines.getStore();
-  return deadline === undefined ? undefined : Math.max(0, deadline - Date.now());
+  const budget = budgets.getStore();
+  return budget === undefined ? undefined : leftOf(budget);
+}
+
+function leftOf(budget: Budget): number {
+  const sooner = budget.limit?.endsAt();
+  const deadline = sooner === undefined ? budget.deadline : Math.min(budget.deadline, sooner);
+  return Math.max(0, deadline - Date.now());
 }
 
 /**
@@ -41,18 +65,31 @@ export function callTimeout(dependency: string, ownBoundMs: number): number {
 }
 
 /**
- * `work`, or DependencyUnavailableError naming `dependency` once `ms` have passed, whichever comes first. The work
- * itself goes on (a write may still apply): the caller's 503 says the outcome is not known.
+ * `work`, or DependencyUnavailableError naming `dependency` once `ms` have passed, whichever comes first; sooner if
+ * the budget's limit comes sooner meanwhile (a call in flight when a dependency is found unavailable ends with the
+ * degraded budget, not at its own bound). The work itself goes on (a write may still apply): the caller's 503 says the
+ * outcome is not known.
  */
 export async function settleWithin<T>(work: Promise<T>, ms: number, dependency: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
+  let unwatch: (() => void) | undefined;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DependencyUnavailableError(dependency)), ms);
+    const fail = () => reject(new DependencyUnavailableError(dependency));
+    const endsAt = Date.now() + ms;
+    timer = setTimeout(fail, ms);
+    // Told from the context of the request that found the dependency unavailable: this call's budget is read here.
+    const budget = budgets.getStore();
+    unwatch = budget?.limit?.watch(() => {
+      const left = Math.min(endsAt - Date.now(), leftOf(budget));
+      clearTimeout(timer);
+      timer = setTimeout(fail, Math.max(0, left));
+    });
   });
   try {
     return await Promise.race([work, late]);
   } finally {
     clearTimeout(timer);
+    unwatch?.();
   }
 }
 
@@ -63,6 +100,8 @@ export async function settleWithin<T>(work: Promise<T>, ms: number, dependency: 
  */
 export class RequestBudget {
   private failedAt = Number.NEGATIVE_INFINITY;
+  /** Calls in flight of requests that arrived with the normal budget, told when the window opens (settleWithin). */
+  private readonly watchers = new Set<() => void>();
 
   constructor(
     readonly normalMs: number,
@@ -71,9 +110,26 @@ export class RequestBudget {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** A request found a dependency unavailable. */
+  /** A request found a dependency unavailable: a window opening cuts the requests under way too (`limitFrom`). */
   failed(): void {
+    const opens = !this.degraded;
     this.failedAt = this.now();
+    if (opens) for (const watcher of [...this.watchers]) watcher();
+  }
+
+  /**
+   * The limit of a request that arrived at `arrivedAt` (Date.now's clock): while the window is open, the degraded
+   * budget counted from its arrival. A request under way when it opens ends by then too: answered 503 within the
+   * degraded budget, where it could otherwise wait out several calls' bounds, one after another, within the normal one.
+   */
+  limitFrom(arrivedAt: number): BudgetLimit {
+    return {
+      endsAt: () => (this.degraded ? arrivedAt + this.degradedMs : undefined),
+      watch: (onSooner) => {
+        this.watchers.add(onSooner);
+        return () => this.watchers.delete(onSooner);
+      },
+    };
   }
 
   /** Whether a dependency failed within the window. */
@@ -104,7 +160,7 @@ export function installRequestBudget(
   const degraded = new WeakSet<object>();
   app.addHook('preHandler', (request, reply, done) => {
     if (budget.degraded) degraded.add(request);
-    withinBudget(budget.ms - reply.elapsedTime, done);
+    withinBudget(budget.ms - reply.elapsedTime, done, budget.limitFrom(Date.now() - reply.elapsedTime));
   });
   app.addHook('onError', async (request, _reply, error) => {
     const ranOut = error instanceof DependencyUnavailableError && !degraded.has(request);
