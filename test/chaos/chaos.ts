@@ -848,6 +848,11 @@ try {
     rows.push({ fault, figures, note: notes.join('; ') });
     say(`${fault}: ${tableRow(rows.at(-1)!)}`);
     say(`${fault}: deliveries per second from the fault's start: ${perSecond(answers, times.faultStart).join(' ')}`);
+    if (figures.missing.length > 0) {
+      say(
+        `${fault}: ${figures.missing.length} validations answered 200 short of a delivery: ${figures.missing.join(', ')}`,
+      );
+    }
   }
 } catch (error) {
   say(`suite failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);

@@ -20,4 +20,27 @@ describe('phaseFigures', () => {
     expect(figures.api).toBe('200×3 (p50 0.2 s, ≤ 0.3 s) 503×2 (p50 0.1 s, ≤ 9.8 s) timeout×1 (p50 10.4 s, ≤ 10.4 s)');
     expect(figures.apiMaxMs).toBe(10_400);
   });
+  it('names the validations answered 200 that are short of a delivery, and no other', () => {
+    const receivers = new Receivers();
+    const receipt = (entityId: string, subscriptionId: string) => ({
+      entityId,
+      subscriptionId,
+      eventId: `e-${entityId}`,
+      at: 12_000,
+    });
+    receivers.byEntity.set('whole', [receipt('whole', 's1'), receipt('whole', 's2')]);
+    receivers.byEntity.set('half', [receipt('half', 's1')]);
+    const answers: Answer[] = [
+      { orderId: 'whole', sentAt: 11_000, outcome: '200', ms: 10 },
+      { orderId: 'half', sentAt: 11_000, outcome: '200', ms: 10 },
+      { orderId: 'none', sentAt: 11_000, outcome: '200', ms: 10 },
+      { orderId: 'refused', sentAt: 11_000, outcome: '503', ms: 10 },
+    ];
+    const figures = phaseFigures(answers, receivers, ['s1', 's2'], times, 10);
+    expect([figures.expected, figures.delivered]).toEqual([6, 3]);
+    expect(figures.missing).toEqual([
+      `half (sent at ${new Date(11_000).toISOString()})`,
+      `none (sent at ${new Date(11_000).toISOString()})`,
+    ]);
+  });
 });

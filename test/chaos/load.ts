@@ -157,6 +157,8 @@ export interface PhaseFigures {
   duplicates: number;
   /** Deliveries of orders whose validation got no 200 (a timeout or lost answer that had in fact committed). */
   unconfirmedDelivered: number;
+  /** The validations answered 200 short of a delivery, as `orderId (sent at ISO time)`, to look up in the logs. */
+  missing: string[];
   clientErrors: number;
   /** Ticks of the load that found no draft order to validate (the suite's own shortfall, not the API's). */
   noDraft: number;
@@ -191,6 +193,7 @@ export function phaseFigures(
   const firstReceipts: number[] = [];
   const faultLatencies: number[] = [];
   let lastExpected: number | undefined;
+  const missing: string[] = [];
   const confirmedIds = new Set(confirmed.map((answer) => answer.orderId));
   for (const answer of answers) {
     if (!answer.orderId) continue;
@@ -203,7 +206,11 @@ export function phaseFigures(
     for (const count of perKey.values()) duplicates += count - 1;
     for (const subscriptionId of subscriptionIds) {
       const first = receipts.filter((receipt) => receipt.subscriptionId === subscriptionId).map((r) => r.at);
-      if (first.length === 0) continue;
+      if (first.length === 0) {
+        const entry = `${answer.orderId} (sent at ${new Date(answer.sentAt).toISOString()})`;
+        if (confirmedIds.has(answer.orderId) && !missing.includes(entry)) missing.push(entry);
+        continue;
+      }
       const at = Math.min(...first);
       firstReceipts.push(at);
       if (confirmedIds.has(answer.orderId)) {
@@ -251,6 +258,7 @@ export function phaseFigures(
     delivered,
     duplicates,
     unconfirmedDelivered,
+    missing,
     clientErrors: answers.filter((answer) => !isHttpStatus(answer.outcome) && answer.outcome !== 'no-draft').length,
     noDraft: answers.filter((answer) => answer.outcome === 'no-draft').length,
     recoveryMs,
