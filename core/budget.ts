@@ -65,32 +65,43 @@ export function callTimeout(dependency: string, ownBoundMs: number): number {
 }
 
 /**
- * `work`, or DependencyUnavailableError naming `dependency` once `ms` have passed, whichever comes first; sooner if
- * the budget's limit comes sooner meanwhile (a call in flight when a dependency is found unavailable ends with the
- * degraded budget, not at its own bound). The work itself goes on (a write may still apply): the caller's 503 says the
- * outcome is not known.
+ * `work`, or DependencyUnavailableError naming `dependency` once `ms` have passed or the budget is spent, whichever
+ * comes first (onBudgetSpent). The work itself goes on (a write may still apply): the caller's 503 says the outcome is
+ * not known.
  */
 export async function settleWithin<T>(work: Promise<T>, ms: number, dependency: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  let unwatch: (() => void) | undefined;
+  let cancel: (() => void) | undefined;
   const late = new Promise<never>((_, reject) => {
-    const fail = () => reject(new DependencyUnavailableError(dependency));
-    const endsAt = Date.now() + ms;
-    timer = setTimeout(fail, ms);
-    // Told from the context of the request that found the dependency unavailable: this call's budget is read here.
-    const budget = budgets.getStore();
-    unwatch = budget?.limit?.watch(() => {
-      const left = Math.min(endsAt - Date.now(), leftOf(budget));
-      clearTimeout(timer);
-      timer = setTimeout(fail, Math.max(0, left));
-    });
+    cancel = onBudgetSpent(() => reject(new DependencyUnavailableError(dependency)), ms);
   });
   try {
     return await Promise.race([work, late]);
   } finally {
+    cancel?.();
+  }
+}
+
+/**
+ * Calls `onSpent` once the current budget is spent, or after `ms` if that comes first (after `ms` alone outside any
+ * budget, never without either); re-timed when the budget's limit comes sooner meanwhile, so a wait under way when a
+ * dependency is found unavailable ends with the degraded budget, not at its own bound. Returns what cancels it.
+ */
+export function onBudgetSpent(onSpent: () => void, ms = Number.POSITIVE_INFINITY): () => void {
+  // Read here: a window is opened from the context of another request.
+  const budget = budgets.getStore();
+  const endsAt = Date.now() + ms;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = () => {
+    clearTimeout(timer);
+    const wait = Math.min(endsAt - Date.now(), budget === undefined ? Number.POSITIVE_INFINITY : leftOf(budget));
+    timer = Number.isFinite(wait) ? setTimeout(onSpent, Math.max(0, wait)) : undefined;
+  };
+  arm();
+  const unwatch = budget?.limit?.watch(arm);
+  return () => {
     clearTimeout(timer);
     unwatch?.();
-  }
+  };
 }
 
 /**

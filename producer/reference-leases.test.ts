@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { withinBudget } from '../core/budget.ts';
+import { RequestBudget, withinBudget } from '../core/budget.ts';
 import type { CassandraClient } from '../core/cassandra.ts';
 import { DependencyUnavailableError } from '../core/errors.ts';
 import { ReferenceLeases } from './reference-leases.ts';
@@ -113,6 +113,22 @@ describe('reference leases', () => {
     }
     expect(await leases.next('acme')).toBe(1n);
     expect(counter.last()).toBe(1n);
+  });
+
+  it('gives up waiting when a dependency is found unavailable meanwhile and its request has spent the degraded budget', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const counter = slowCounter();
+    const leases = new ReferenceLeases(counter.db);
+    const budget = new RequestBudget(10_000, 300, 60_000);
+    const waiting = withinBudget(10_000, () => leases.next('acme'), budget.limitFrom(0)).then(
+      () => 'leased',
+      (error: unknown) => (error instanceof DependencyUnavailableError ? Date.now() : error),
+    );
+    await vi.advanceTimersByTimeAsync(100);
+    budget.failed(); // another request found Cassandra unavailable: the window opens
+    await vi.advanceTimersByTimeAsync(1_000);
+    // At the degraded budget's end counted from its arrival (300 ms), not its normal one (10 s).
+    expect(await waiting).toBe(300);
   });
 
   it('waits without a bound outside any budget, and a caller within its budget gets its value', async () => {

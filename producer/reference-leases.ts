@@ -1,6 +1,6 @@
 import { types, type CassandraClient } from '../core/cassandra.ts';
 import { isCasTimeout } from './cas.ts';
-import { budgetLeft, outsideBudget } from '../core/budget.ts';
+import { budgetLeft, onBudgetSpent, outsideBudget } from '../core/budget.ts';
 import { DependencyUnavailableError } from '../core/errors.ts';
 
 /** Largest block of references a process leases at once: at most this many are left unused by a crash. */
@@ -72,16 +72,16 @@ export class ReferenceLeases {
       }
       return Promise.resolve(value);
     }
-    const left = budgetLeft();
+    const inBudget = budgetLeft() !== undefined;
     return new Promise((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
+      let cancel: (() => void) | undefined;
       const waiter = {
         resolve: (leased: bigint) => {
-          clearTimeout(timer);
+          cancel?.();
           resolve(leased);
         },
         reject: (error: unknown) => {
-          clearTimeout(timer);
+          cancel?.();
           reject(error);
         },
       };
@@ -89,14 +89,15 @@ export class ReferenceLeases {
       // Served for every request waiting on the tenant, not only the one that found the block used up.
       if (!lease.leasing) void outsideBudget(() => this.serve(tenantId, lease));
       // The block is leased outside any request's budget, but a request waits for it no longer than what is left of
-      // its own. One that gives up is not handed a value: the block keeps it for the next caller, leaving no gap.
-      if (left !== undefined) {
-        timer = setTimeout(() => {
+      // its own (cut when a dependency is found unavailable meanwhile). One that gives up is not handed a value: the
+      // block keeps it for the next caller, leaving no gap.
+      if (inBudget) {
+        cancel = onBudgetSpent(() => {
           const index = lease.waiting.indexOf(waiter);
           if (index < 0) return;
           lease.waiting.splice(index, 1);
           reject(new DependencyUnavailableError('Cassandra'));
-        }, left);
+        });
       }
     });
   }
