@@ -500,23 +500,14 @@ export class PurchaseStore {
    * costs at most a second publication, never an event.
    */
   async markPublished(row: OutboxRow, pointer?: PointerHold): Promise<void> {
+    // Stamped with the clock's time in its text, so it can share a request with the deletion's own write time.
+    const mark = {
+      query:
+        'UPDATE purchase_orders USING TIMESTAMP ? SET published = true WHERE tenant_id = ? AND id = ? AND outbox_id = ?',
+      params: [types.Long.fromNumber(Date.now() * 1000), row.tenantId, row.orderId, row.outboxId],
+    };
     const deletion = pointer?.releaseLast?.();
-    if (deletion === undefined) {
-      await this.db.execute(
-        'UPDATE purchase_orders SET published = true WHERE tenant_id = ? AND id = ? AND outbox_id = ?',
-        [row.tenantId, row.orderId, row.outboxId],
-      );
-      return;
-    }
-    // The deletion carries its own write time, so the batch carries none: the mark is stamped with the clock's.
-    await this.send([
-      {
-        query:
-          'UPDATE purchase_orders USING TIMESTAMP ? SET published = true WHERE tenant_id = ? AND id = ? AND outbox_id = ?',
-        params: [types.Long.fromNumber(Date.now() * 1000), row.tenantId, row.orderId, row.outboxId],
-      },
-      deletion,
-    ]);
+    await this.send(deletion === undefined ? [mark] : [mark, deletion]);
   }
 
   /** Deletes the pointer's writes made at or before `writtenUpToMicros` (write time); a later write survives. */
