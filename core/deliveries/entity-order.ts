@@ -55,6 +55,24 @@ export function recordFromText(text: string): DeliveryRecord {
   return { ...parsed, envelope: Buffer.from(parsed.envelope, 'base64') };
 }
 
+/** Reads of an entity's first rows that may find marks of ended deliveries to delete (EntityOrderStore.first). */
+const MAX_REVIVED_PASSES = 3;
+
+/** A row as read (its record parsed only when used). */
+function orderRowOf(row: Record<string, unknown>): OrderRow {
+  const text = typeof row.record === 'string' ? row.record : undefined;
+  let record: DeliveryRecord | undefined;
+  return {
+    seq: Number(row.seq),
+    deliveryId: String(row.delivery_id),
+    waiting: row.waiting === true,
+    get record() {
+      if (record === undefined && text !== undefined) record = recordFromText(text);
+      return record;
+    },
+  };
+}
+
 /** Cassandra store of the entities' orders (entity_order). */
 export class EntityOrderStore {
   /** `writes`: the marks and deletions ride in batched requests with other handlers' (write-batcher.ts). */
@@ -91,26 +109,41 @@ export class EntityOrderStore {
   /**
    * The first `limit` pending deliveries of the entity, in order; with their records only when `withRecords` (a record
    * is kilobytes: most looks need only the places and the marks), and each parsed only when read.
+   *
+   * A row without its record is no pending delivery: the router writes every row with its record, so such a row is a
+   * waiting mark (an UPDATE, which writes its one cell whether or not the row is there) stamped after its delivery's
+   * row was deleted, by a copy of the delivery handled in another process across a rebalance, or by one in the same
+   * millisecond as the deletion (stamped in ms). Listed, the delivery after it would wait for one that has ended, and
+   * no end would release it. Such a row is deleted past its mark, and the rows read again.
    */
   async first(key: EntityKey, limit: number, withRecords = true): Promise<OrderRow[]> {
-    const result = await this.db.execute(
-      `SELECT seq, delivery_id, waiting${withRecords ? ', record' : ''} FROM entity_order
-        WHERE tenant_id = ? AND subscription_id = ? AND entity_id = ? LIMIT ${limit}`,
-      [key.tenantId, key.subscriptionId, key.entityId],
-    );
-    return result.rows.map((row) => {
-      const text = typeof row.record === 'string' ? row.record : undefined;
-      let record: DeliveryRecord | undefined;
-      return {
-        seq: Number(row.seq),
-        deliveryId: String(row.delivery_id),
-        waiting: row.waiting === true,
-        get record() {
-          if (record === undefined && text !== undefined) record = recordFromText(text);
-          return record;
-        },
-      };
-    });
+    for (let pass = 1; ; pass += 1) {
+      const result = await this.db.execute(
+        `SELECT seq, delivery_id, waiting, writetime(record) AS routed, writetime(waiting) AS marked${withRecords ? ', record' : ''}
+          FROM entity_order WHERE tenant_id = ? AND subscription_id = ? AND entity_id = ? LIMIT ${limit}`,
+        [key.tenantId, key.subscriptionId, key.entityId],
+      );
+      const revived = result.rows.filter((row) => row.routed === null);
+      if (revived.length === 0 || pass === MAX_REVIVED_PASSES) {
+        return result.rows.filter((row) => row.routed !== null).map(orderRowOf);
+      }
+      await Promise.all(
+        revived.map((row) =>
+          this.write({
+            query: `DELETE FROM entity_order USING TIMESTAMP ?
+              WHERE tenant_id = ? AND subscription_id = ? AND entity_id = ? AND seq = ? AND delivery_id = ?`,
+            params: [
+              Math.max(Date.now() * 1000, Number(String(row.marked ?? 0)) + 1),
+              key.tenantId,
+              key.subscriptionId,
+              key.entityId,
+              row.seq,
+              row.delivery_id,
+            ],
+          }),
+        ),
+      );
+    }
   }
 
   /** One delivery's record as its row keeps it (undefined when the row is gone). */

@@ -9,6 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectCassandra } from '../../core/cassandra.ts';
 import { loadConfig, requireSecrets } from '../../core/config.ts';
 import { createLogger } from '../../core/log.ts';
+import { DeliveryStore } from '../../core/deliveries/delivery-store.ts';
+import { EntityOrderStore } from '../../core/deliveries/entity-order.ts';
+import { deliveryIdFor } from '../../core/ids.ts';
 import { blankSubscription, type Ordering } from '../../core/subscriptions/subscription.ts';
 import { SubscriptionStore } from '../../core/subscriptions/subscription-store.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
@@ -30,6 +33,8 @@ interface Arrival {
   entityId: string;
   attempt: number;
   status: number;
+  /** When it arrived (epoch ms). */
+  at: number;
 }
 
 const acknowledged = (arrival: Arrival) => arrival.status >= 200 && arrival.status < 300;
@@ -55,6 +60,7 @@ async function startFlakyReceiver() {
         entityId,
         attempt,
         status,
+        at: Date.now(),
       });
       const delay = Math.random() < SLOW ? 200 + Math.random() * 600 : 0;
       if (delay > 0) injected.slow += 1;
@@ -156,7 +162,60 @@ describe('entity ordering', () => {
     const subscription = blankSubscription(tenantId, randomUUID(), new Date());
     await store.save({ ...subscription, url: receiver.url, eventTypes: ['purchaseOrder.*'], ordering });
     await db.shutdown();
-    return { tenantId, receiver };
+    return { tenantId, subscriptionId: subscription.id, receiver };
+  }
+
+  /**
+   * Waits for every event of `raised` acknowledged; on a timeout, the error tells, for the first few entities with an
+   * event never acknowledged, what the receiver saw of the entity and what Cassandra holds: each event's delivery state
+   * and the entity's order rows (place, delivery, waiting mark).
+   */
+  async function waitForEvery(
+    tenantId: string,
+    subscriptionId: string,
+    receiver: Awaited<ReturnType<typeof startFlakyReceiver>>,
+    raised: Map<string, string[]>,
+    timeoutMs: number,
+  ) {
+    const eventIds = [...raised.values()].flat();
+    try {
+      await waitFor(() => receiver.allAcknowledged(eventIds), 'every event acknowledged', timeoutMs);
+    } catch (error) {
+      const seen = new Set(receiver.arrivals.filter(acknowledged).map((arrival) => arrival.eventId));
+      const stuck = [...raised].filter(([, ids]) => ids.some((id) => !seen.has(id)));
+      const lastAt = Date.now() - (receiver.arrivals.at(-1)?.at ?? 0);
+      const config = loadConfig(env);
+      const db = await connectCassandra(config);
+      const deliveries = new DeliveryStore(db, config.webhook.historyRetentionMs);
+      const order = new EntityOrderStore(db);
+      const lines: string[] = [];
+      for (const [entityId, ids] of stuck.slice(0, 5)) {
+        const states = await Promise.all(
+          ids.map(async (id, index) => {
+            const deliveryId = deliveryIdFor(id, subscriptionId);
+            const state = await deliveries.state(tenantId, deliveryId);
+            const status = state ? `${state.status}×${state.attemptCount}` : 'no row';
+            return `${index} ${deliveryId.slice(0, 8)} ${seen.has(id) ? 'acked' : 'NOT acked'} (${status})`;
+          }),
+        );
+        const rows = await order.first({ tenantId, subscriptionId, entityId }, 10, false);
+        const requests = receiver.arrivals
+          .filter((arrival) => arrival.entityId === entityId)
+          .map((arrival) => `#${arrival.seq} ${ids.indexOf(arrival.eventId)}/${arrival.attempt} ${arrival.status}`);
+        lines.push(
+          `${entityId}: ${states.join('; ')}`,
+          `  order rows: ${rows.map((row) => `${row.seq} ${row.deliveryId.slice(0, 8)}${row.waiting ? ' waiting' : ''}`).join('; ') || 'none'}`,
+          `  requests: ${requests.join(', ') || 'none'}`,
+        );
+      }
+      await db.shutdown();
+      throw new Error(
+        `${error instanceof Error ? error.message : String(error)}; ${stuck.length} entities with an event not ` +
+          `acknowledged; ${receiver.arrivals.length} requests in all, the last ${lastAt} ms before the timeout:\n` +
+          lines.join('\n'),
+        { cause: error },
+      );
+    }
   }
 
   /**
@@ -179,7 +238,7 @@ describe('entity ordering', () => {
   }
 
   it("delivers each entity's events in raise order despite failures, slow answers and kill -9 of a dispatcher", async () => {
-    const { tenantId, receiver } = await subscribe('entity');
+    const { tenantId, subscriptionId, receiver } = await subscribe('entity');
 
     const raised = new Map<string, string[]>(
       Array.from({ length: ENTITIES }, (_, index) => [`entity-${index}-${randomUUID()}`, []]),
@@ -210,7 +269,7 @@ describe('entity ordering', () => {
     await events.close();
 
     const eventIds = [...raised.values()].flat();
-    await waitFor(() => receiver.allAcknowledged(eventIds), 'every event acknowledged', 90_000);
+    await waitForEvery(tenantId, subscriptionId, receiver, raised, 90_000);
     const { disordered, early } = orderViolations(raised, receiver.arrivals);
     const acknowledgedRequests = receiver.arrivals.filter(acknowledged).length;
     console.log(

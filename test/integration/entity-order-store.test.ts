@@ -85,6 +85,23 @@ describe('EntityOrderStore', () => {
     expect((await order.first(key, 5)).map((row) => row.deliveryId)).toEqual([second.deliveryId]);
   });
 
+  it('lists no row for a waiting mark written after its delivery ended (a copy handled elsewhere, or in the same ms)', async () => {
+    // The mark is an UPDATE: stamped after the row's deletion, its one cell alone would make the row visible again, a
+    // pending delivery without a record that the next one of its entity waits for, and that no end ever releases.
+    const key = entity();
+    const [ended, next] = [record(key, 1), record(key, 2)];
+    await deliveries.enqueueOrdered([ended, next], ended.queuedAt);
+    await order.remove(key, rowOf(ended));
+    await order.markWaiting(key, rowOf(ended));
+    await order.markWaiting(key, rowOf(next));
+    // The first look (the head alone, as the end of a delivery reads it) finds the waiting delivery after it.
+    expect((await order.first(key, 1, false)).map((row) => [row.deliveryId, row.waiting])).toEqual([
+      [next.deliveryId, true],
+    ]);
+    expect((await order.first(key, 4)).map((row) => row.deliveryId)).toEqual([next.deliveryId]);
+    expect(await order.record(key, rowOf(ended))).toBeUndefined();
+  });
+
   it("deletes a row stamped by a router whose clock runs ahead of the dispatcher's", async () => {
     const key = entity();
     const ahead = record(key, 5, Date.now() + 60_000);
