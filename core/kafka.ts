@@ -18,6 +18,7 @@ import { patchOffsetCoordinator } from './kafkajs-offset-coordinator.ts';
 import { patchRequestQueue } from './kafkajs-request-queue.ts';
 import type { Logger } from './log.ts';
 import type { ConsumerMetrics } from './metrics.ts';
+import { backoffDelay, RecoveryBackoff } from './recovery-backoff.ts';
 
 // Before any kafkajs client connects: its idle connections otherwise poll every millisecond, and its offset commits keep
 // going to a group coordinator that moved.
@@ -438,6 +439,8 @@ export class ConsumerRunner {
   private waitingLanes = 0;
   /** Per lane, until when its new records are parked behind those it parked (lane.overflow). */
   private readonly parkedUntil = new Map<string, number>();
+  /** Records whose handling failed wait here for their next try, all woken when one succeeds after an outage. */
+  private readonly backoff = new RecoveryBackoff();
   /** This member's partitions of each topic, as its last join assigned them. */
   private assignment: Record<string, number[]> = {};
   /** Partitions of the quiet topics this runner paused because they were empty (`topic\u0000partition`). */
@@ -904,12 +907,12 @@ export class ConsumerRunner {
         await overflow.park(record);
         break;
       } catch (error) {
-        const delay = Math.min(200 * 2 ** attempt, 10_000);
+        const retryInMs = backoffDelay(attempt);
         this.options.logger.error(
-          { err: error, topic: record.topic, partition: record.partition, offset: record.offset, retryInMs: delay },
+          { err: error, topic: record.topic, partition: record.partition, offset: record.offset, retryInMs },
           'parking a record failed; retrying',
         );
-        await new Promise((resolve) => setTimeout(resolve, delay));
+        await new Promise((resolve) => setTimeout(resolve, retryInMs));
       }
     }
     this.options.metrics?.parked(record.topic);
@@ -922,7 +925,9 @@ export class ConsumerRunner {
   private async handleUntilDurable(record: ConsumedRecord, slot: { release(): void }): Promise<void> {
     for (let attempt = 0; ; attempt += 1) {
       try {
-        return await this.options.handle(record, slot);
+        await this.options.handle(record, slot);
+        this.backoff.succeeded();
+        return;
       } catch (error) {
         if (error instanceof PoisonRecordError) {
           this.options.metrics?.poison(record.topic);
@@ -935,12 +940,18 @@ export class ConsumerRunner {
         // The failed try may have done part of its work (a router's publish that reached some partitions and not
         // others): the next one checks what was done before acting again, as for a record a previous owner handled.
         record.redelivered = true;
-        const delay = Math.min(200 * 2 ** attempt, 10_000);
         this.options.logger.error(
-          { err: error, topic: record.topic, partition: record.partition, offset: record.offset, retryInMs: delay },
+          {
+            err: error,
+            topic: record.topic,
+            partition: record.partition,
+            offset: record.offset,
+            retryInMs: backoffDelay(attempt),
+          },
           'handler failed; retrying the record',
         );
-        await new Promise((resolve) => setTimeout(resolve, delay));
+        // Cut short once another record's handling succeeds after an outage (recovery-backoff.ts).
+        await this.backoff.wait(attempt);
       }
     }
   }

@@ -207,7 +207,7 @@ function setup(options: Setup = {}) {
     logger: pino({ level: 'silent' }),
     settings: { retryDelaysMs: DELAYS, deliveryLifetimeMs: DAY, failureDayMs: DAY, autoDisableAfterDays: 10 },
     now: () => clock,
-    sleep: async () => undefined,
+    backoff: { wait: async () => undefined, succeeded: () => undefined },
   });
   return {
     handle,

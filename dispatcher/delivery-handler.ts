@@ -7,6 +7,7 @@ import type { Gate } from './circuit-breaker.ts';
 import type { Subscription } from '../core/subscriptions/subscription.ts';
 import { decideFate, failureWindow, holdHop, LIFETIME_EXCEEDED, nextHop, type AttemptResult } from './outcome.ts';
 import { isOrdered } from '../core/deliveries/entity-order.ts';
+import { backoffDelay, RecoveryBackoff } from '../core/recovery-backoff.ts';
 import { standardHeaders } from '../core/standard-webhooks.ts';
 import type { Admission, EndedTurn } from './entity-order-gate.ts';
 import { LocalTurns } from './local-turns.ts';
@@ -128,8 +129,8 @@ export interface DeliveryHandlerDeps {
     autoDisableAfterDays: number;
   };
   now?: () => number;
-  /** Waits between two tries of a write that failed (tests make it instant). */
-  sleep?: (ms: number) => Promise<void>;
+  /** Waits between two tries of a write that failed, cut short when writes succeed again (tests make it instant). */
+  backoff?: Pick<RecoveryBackoff, 'wait' | 'succeeded'>;
 }
 
 /**
@@ -141,21 +142,21 @@ export function createDeliveryHandler(
   deps: DeliveryHandlerDeps,
 ): (record: DeliveryRecord, slot?: { release(): void }) => Promise<void> {
   const now = deps.now ?? Date.now;
-  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  const backoff = deps.backoff ?? new RecoveryBackoff();
   const { settings, logger } = deps;
 
   const durably = async (what: string, record: DeliveryRecord, write: () => Promise<unknown>): Promise<void> => {
     for (let failures = 0; ; failures += 1) {
       try {
         await write();
+        backoff.succeeded();
         return;
       } catch (error) {
-        const delay = Math.min(200 * 2 ** failures, 10_000);
         logger.error(
-          { ...logFields(record, 'pending', {}), err: error, retryInMs: delay },
+          { ...logFields(record, 'pending', {}), err: error, retryInMs: backoffDelay(failures) },
           `${what} failed; retrying it`,
         );
-        await sleep(delay);
+        await backoff.wait(failures);
       }
     }
   };

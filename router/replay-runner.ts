@@ -4,6 +4,7 @@ import type { DeliveryRecord } from '../core/deliveries/delivery-record.ts';
 import { queueReplays, replayable, replayRecord, type ReplaySources } from '../core/deliveries/replay.ts';
 import type { Logger } from '../core/log.ts';
 import type { ReplayMetrics } from '../core/metrics.ts';
+import { backoffDelay } from '../core/recovery-backoff.ts';
 import { replayIdFor, type ReplayJob, type ReplayProgress } from '../core/replay-jobs/replay-job.ts';
 import type { ActiveJob, Fenced, LeaseRef } from '../core/replay-jobs/replay-job-store.ts';
 import { scanPage, type ScanReader } from './replay-scan.ts';
@@ -162,7 +163,7 @@ export class ReplayRunner {
             logger.error({ jobId: job.id, tenantId: job.tenantId, reason }, 'replay job failed');
             return;
           }
-          await this.sleep(Math.min(200 * 2 ** failures, 10_000), stop.signal).catch(() => undefined);
+          await this.sleep(backoffDelay(failures), stop.signal).catch(() => undefined);
         }
       }
     } finally {
