@@ -1,7 +1,7 @@
 import { queryPage, statementSender, types, type CassandraClient } from '../core/cassandra.ts';
 import { newId } from '../core/ids.ts';
 import { partitionOf } from '../core/partitioner.ts';
-import { isCasTimeout } from './cas.ts';
+import { casOutcomeUnknown } from './cas.ts';
 import {
   formatReference,
   parseReference,
@@ -167,7 +167,7 @@ export class PurchaseStore {
       );
       return result.wasApplied();
     } catch (error) {
-      if (!isCasTimeout(error)) throw error;
+      if (!casOutcomeUnknown(error)) throw error;
       // Outcome unknown: a serial read finishes any round left in progress; the amendment id is unique to this call.
       const row = (
         await this.db.execute(
@@ -277,7 +277,7 @@ export class PurchaseStore {
       );
       applied = result.wasApplied();
     } catch (error) {
-      if (!isCasTimeout(error)) throw error;
+      if (!casOutcomeUnknown(error)) throw error;
       // The compare-and-set may or may not have applied. A serial read finishes any round left in progress and tells
       // which: the body is unique to this attempt (its reference and time), so finding it means it applied.
       const row = (

@@ -1,5 +1,5 @@
 import { types, type CassandraClient } from '../core/cassandra.ts';
-import { isCasTimeout } from './cas.ts';
+import { casOutcomeUnknown } from './cas.ts';
 import { budgetLeft, onBudgetSpent, outsideBudget } from '../core/budget.ts';
 import { DependencyUnavailableError } from '../core/errors.ts';
 
@@ -243,7 +243,7 @@ export class ReferenceLeases {
       } catch (error) {
         // Under contention a compare-and-set can time out with an unknown outcome: reading again and taking the next
         // values is safe (at worst the values it may have taken are skipped; none is ever handed out twice).
-        if (!isCasTimeout(error)) throw error;
+        if (!casOutcomeUnknown(error)) throw error;
         last = null;
       }
     }

@@ -575,6 +575,50 @@ describe('purchase store and outbox relay', () => {
     expect(published.map((row) => row.eventType)).toEqual(['purchaseOrder.validated']);
   });
 
+  /** The driver's error for a request pending on a connection that closed (a node draining), as it raises it. */
+  const socketClosed = () =>
+    Object.assign(new Error('Socket was closed'), { name: 'DriverError', isSocketError: true });
+
+  /** A writer whose batches fail with a closed socket, after reaching Cassandra (`applied`) or before. */
+  const closingWriter = (applied: boolean, onCommitted: ConstructorParameters<typeof PurchaseStore>[1]) => {
+    const client = new Proxy(db, {
+      get(target, property) {
+        if (property === 'batch') {
+          return async (...args: Parameters<CassandraClient['batch']>) => {
+            if (applied) await target.batch(...args);
+            throw socketClosed();
+          };
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    return new PurchaseStore(client, onCommitted);
+  };
+
+  it('tells from a serial read that a batch applied though its connection closed before the answer', async () => {
+    // The driver does not retry a compare-and-set after a socket error (it may have applied): the API answered 503
+    // for a validation that stood (a Cassandra roll's drain). Like a timeout, the outcome is read, not guessed.
+    const { tenantId, order } = await setup();
+    const nudged: OutboxRow[] = [];
+    const writer = closingWriter(true, (row, pointer) => {
+      nudged.push(row);
+      pointer.release(true);
+    });
+    const body = await transition(writer, tenantId, validated(order, 'PO-000001', new Date().toISOString()), 1);
+    expect(JSON.parse(body!)).toMatchObject({ status: 'Validated', reference: 'PO-000001' });
+    expect(nudged.map((row) => row.eventType)).toEqual(['purchaseOrder.validated']);
+  });
+
+  it('tells from a serial read that a batch did not apply when its connection closed before it reached Cassandra', async () => {
+    const { tenantId, order, store } = await setup();
+    const writer = closingWriter(false, (_row, pointer) => pointer.release(true));
+    const dto = validated(order, 'PO-000001', new Date().toISOString());
+    expect(await transition(writer, tenantId, dto, 1)).toBeUndefined();
+    // Not applied, for certain: the caller tries again on the same version.
+    expect(await transition(store, tenantId, dto, 1)).toBeDefined();
+  });
+
   it("deletes a writer's pointer only once every commit under it is published, and never another writer's", async () => {
     const { tenantId, relay, published, order, pointers } = await setup();
     const holds: PointerHold[] = [];
