@@ -91,10 +91,17 @@ export function onBudgetSpent(onSpent: () => void, ms = Number.POSITIVE_INFINITY
   const budget = budgets.getStore();
   const endsAt = Date.now() + ms;
   let timer: NodeJS.Timeout | undefined;
+  let spent = false;
   const arm = () => {
+    // Once: a window opening after the call gave up must not call it again.
+    if (spent) return;
     clearTimeout(timer);
     const wait = Math.min(endsAt - Date.now(), budget === undefined ? Number.POSITIVE_INFINITY : leftOf(budget));
-    timer = Number.isFinite(wait) ? setTimeout(onSpent, Math.max(0, wait)) : undefined;
+    const spend = () => {
+      spent = true;
+      onSpent();
+    };
+    timer = Number.isFinite(wait) ? setTimeout(spend, Math.max(0, wait)) : undefined;
   };
   arm();
   const unwatch = budget?.limit?.watch(arm);

@@ -241,8 +241,9 @@ export class ReferenceLeases {
         const current: unknown = result.first()?.last_value;
         last = current === null || current === undefined ? null : BigInt(String(current));
       } catch (error) {
-        // Under contention a compare-and-set can time out with an unknown outcome: reading again and taking the next
-        // values is safe (at worst the values it may have taken are skipped; none is ever handed out twice).
+        // A compare-and-set can end with its outcome unknown (contention timing it out, a connection closing): reading
+        // again and taking the next values is safe (at worst the values it may have taken are skipped; none is ever
+        // handed out twice).
         if (!casOutcomeUnknown(error)) throw error;
         last = null;
       }

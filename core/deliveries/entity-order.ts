@@ -124,23 +124,15 @@ export class EntityOrderStore {
         [key.tenantId, key.subscriptionId, key.entityId],
       );
       const revived = result.rows.filter((row) => row.routed === null);
-      if (revived.length === 0 || pass === MAX_REVIVED_PASSES) {
-        return result.rows.filter((row) => row.routed !== null).map(orderRowOf);
-      }
+      if (revived.length === 0) return result.rows.map(orderRowOf);
+      if (pass === MAX_REVIVED_PASSES) return result.rows.filter((row) => row.routed !== null).map(orderRowOf);
       await Promise.all(
         revived.map((row) =>
-          this.write({
-            query: `DELETE FROM entity_order USING TIMESTAMP ?
-              WHERE tenant_id = ? AND subscription_id = ? AND entity_id = ? AND seq = ? AND delivery_id = ?`,
-            params: [
-              Math.max(Date.now() * 1000, Number(String(row.marked ?? 0)) + 1),
-              key.tenantId,
-              key.subscriptionId,
-              key.entityId,
-              row.seq,
-              row.delivery_id,
-            ],
-          }),
+          this.deleteRow(
+            key,
+            { seq: Number(row.seq), deliveryId: String(row.delivery_id) },
+            Math.max(Date.now() * 1000, Number(String(row.marked ?? 0)) + 1),
+          ),
         ),
       );
     }
@@ -171,17 +163,15 @@ export class EntityOrderStore {
    * router's source: a row stamped ahead of the clock would otherwise outlive its deletion.
    */
   async remove(key: EntityKey, row: { seq: number; deliveryId: string; queuedAt: number }): Promise<void> {
-    await this.write({
+    await this.deleteRow(key, row, Math.max(Date.now(), row.queuedAt + 1) * 1000);
+  }
+
+  /** Deletes one row with the write time `micros`. */
+  private deleteRow(key: EntityKey, row: { seq: number; deliveryId: string }, micros: number): Promise<void> {
+    return this.write({
       query: `DELETE FROM entity_order USING TIMESTAMP ?
         WHERE tenant_id = ? AND subscription_id = ? AND entity_id = ? AND seq = ? AND delivery_id = ?`,
-      params: [
-        Math.max(Date.now(), row.queuedAt + 1) * 1000,
-        key.tenantId,
-        key.subscriptionId,
-        key.entityId,
-        row.seq,
-        row.deliveryId,
-      ],
+      params: [micros, key.tenantId, key.subscriptionId, key.entityId, row.seq, row.deliveryId],
     });
   }
 }
