@@ -5,7 +5,7 @@ import { queuedDelivery, type DeliveryRecord } from '../core/deliveries/delivery
 import { buildEnvelope } from '../core/envelope.ts';
 import { deliveryIdFor } from '../core/ids.ts';
 import { blankSubscription, type Subscription } from '../core/subscriptions/subscription.ts';
-import { routeEvent, routingTurns, type RouterDeps } from './event-router.ts';
+import { routeEvent, routingTurns, UnwrittenRoutingError, type RouterDeps } from './event-router.ts';
 import { Turns } from '../core/turns.ts';
 
 const LIMIT = 204_800;
@@ -294,10 +294,97 @@ describe('routeEvent', () => {
     });
   });
 
-  it('publishes nothing when the store write fails (the event will be routed again)', async () => {
-    const { deps, calls } = fakes([subscription('s1')], { failStore: true });
+  it('publishes nothing when the store write fails for a delivery that supersedes (the event will be routed again)', async () => {
+    const { deps, calls } = fakes([subscription('s1', { supersedePendingDeliveries: true })], { failStore: true });
     await expect(routeEvent(event, RECEIVED_AT, deps)).rejects.toThrow('cassandra unavailable');
     expect(calls.map((c) => c.kind)).not.toContain('publish');
+  });
+
+  it('publishes beside the history write when no delivery is ordered or supersedes, and ends once both are done', async () => {
+    const { deps } = fakes([subscription('s1'), subscription('s2')]);
+    const log: string[] = [];
+    let release!: () => void;
+    const stored = new Promise<void>((resolve) => (release = resolve));
+    deps.store.createDeliveries = async () => {
+      log.push('write started');
+      await stored;
+      log.push('write done');
+    };
+    deps.publish = async (records) => {
+      log.push(`published ${records.length}`);
+    };
+    let written = false;
+    deps.source = {
+      offset: 7,
+      redelivered: false,
+      written: () => (written = true),
+      earlier: async () => undefined,
+      seen: () => undefined,
+      previous: () => undefined,
+    };
+    let ended = false;
+    const routing = routeEvent(event, RECEIVED_AT, deps).then((records) => ((ended = true), records));
+    await vi.waitFor(() => expect(log).toEqual(['write started', 'published 2']));
+    // Published, the rows not yet stored: the routing (and so the offset's commit) waits for them.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect([ended, written]).toEqual([false, false]);
+    release();
+    expect(await routing).toHaveLength(2);
+    expect(log).toEqual(['write started', 'published 2', 'write done']);
+    expect(written).toBe(true);
+  });
+
+  it('a history write that fails after the publication is finished alone: nothing is published twice', async () => {
+    const { deps, calls } = fakes([subscription('s1')], { failStore: true });
+    let written = 0;
+    deps.source = {
+      offset: 7,
+      redelivered: false,
+      written: () => (written += 1),
+      earlier: async () => undefined,
+      seen: () => undefined,
+      previous: () => undefined,
+    };
+    const failure = await routeEvent(event, RECEIVED_AT, deps).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(UnwrittenRoutingError);
+    expect((failure as Error).message).toMatch(/cassandra unavailable/);
+    expect(calls.filter((call) => call.kind === 'publish')).toHaveLength(1);
+    expect(written).toBe(0);
+    const unwritten = failure as UnwrittenRoutingError;
+    // Still failing: it says so, and can be finished later.
+    await expect(unwritten.finish()).rejects.toThrow('cassandra unavailable');
+    deps.store.createDeliveries = async (storedEvent, deliveries, writeTime) => {
+      calls.push({ kind: 'createDeliveries', event: storedEvent, deliveries, writeTime });
+    };
+    const records = await unwritten.finish();
+    expect(records.map((record) => record.subscriptionId)).toEqual(['s1']);
+    expect(calls.map((call) => call.kind)).toEqual([
+      'subscriptionsOf',
+      'createDeliveries',
+      'publish',
+      'createDeliveries',
+      'createDeliveries',
+    ]);
+    expect(written).toBe(1);
+  });
+
+  it('routed again from the same source record, a series without a stored row goes out as a possible duplicate', async () => {
+    // Its first routing may have published it and stopped before the row was written: the dispatcher looks first.
+    const { deps } = fakes([subscription('s1')]);
+    deps.source = {
+      offset: 7,
+      redelivered: true,
+      written: () => undefined,
+      earlier: async () => undefined,
+      seen: () => undefined,
+      previous: () => undefined,
+    };
+    const [again] = await routeEvent(event, RECEIVED_AT, deps, true);
+    expect(again!.mayBeDuplicate).toBe(true);
+    // A copy published again by the producer (not the same record) was never published from this record.
+    const repeat = fakes([subscription('s1')]);
+    const [copy] = await routeEvent(event, RECEIVED_AT, repeat.deps, true);
+    expect(copy!.mayBeDuplicate).toBeUndefined();
   });
 
   it('marks the latest delivery per entity only for subscriptions that supersede', async () => {

@@ -130,10 +130,13 @@ export async function routeEvent(
   // subscriptions costs the router no memory).
   if (source && all.some(({ record }) => record.orderSeq !== undefined)) source.seen();
   // Series a dispatcher has taken up (or finished) are not sent again; stored queued ones are, as possible duplicates.
+  // So is every series of a record routed again (a crash, a failed try): its first routing may have published it
+  // before its row was written (below), and the dispatcher looks at the history before it sends.
+  const again = source?.redelivered === true;
   const records = all
     .filter(({ record }) => (routed.get(record.deliveryId) ?? 'queued') === 'queued')
     .map(({ subscription, record }) =>
-      routed.has(record.deliveryId)
+      routed.has(record.deliveryId) || again
         ? { subscription, record: { ...record, mayBeDuplicate: true } }
         : { subscription, record },
     );
@@ -152,20 +155,40 @@ export async function routeEvent(
     .filter((record): record is DeliveryRecord & { orderSeq: number } => typeof record.orderSeq === 'number');
   // A payload over the limit is never embedded, so it is not kept either (it can be tens of megabytes).
   const kept = event.payload !== null && event.payload.length <= deps.payloadLimitBytes ? event.payload : null;
+  const write = async () => {
+    await Promise.all([
+      deliveries.length > 0 ? deps.store.createDeliveries(storedEvent(event, kept), deliveries, receivedAt) : null,
+      ordered.length > 0 ? deps.store.enqueueOrdered(ordered, receivedAt) : null,
+      ...fresh.map(({ subscription }, index) =>
+        subscription.supersedePendingDeliveries && test === null
+          ? deps.store.markLatestForEntity(deliveries[index]!, receivedAt)
+          : null,
+      ),
+    ]);
+    source?.written();
+  };
+  let published = records.map(({ record }): DeliveryRecord => record);
   const writing = performance.now();
-  await Promise.all([
-    deliveries.length > 0 ? deps.store.createDeliveries(storedEvent(event, kept), deliveries, receivedAt) : null,
-    ordered.length > 0 ? deps.store.enqueueOrdered(ordered, receivedAt) : null,
-    ...fresh.map(({ subscription }, index) =>
-      subscription.supersedePendingDeliveries && test === null
-        ? deps.store.markLatestForEntity(deliveries[index]!, receivedAt)
-        : null,
-    ),
-  ]);
-  source?.written();
+  // A dispatcher reads nothing the router writes before a first attempt, unless the delivery is ordered (its entity's
+  // rows) or supersedes (the entity's latest mark): every other delivery is published beside its history row, whose
+  // queued state, stamped below every later one (write-time.ts), never rolls back what a dispatcher wrote first.
+  const beside =
+    published.every((record) => record.orderSeq === undefined) &&
+    !fresh.some(({ subscription }) => subscription.supersedePendingDeliveries && test === null);
+  if (beside) {
+    const [stored, sent] = await Promise.allSettled([
+      write().finally(() => deps.observe?.('routing_write', performance.now() - writing)),
+      deps.publish(published).finally(() => deps.observe?.('routing_publish', performance.now() - writing)),
+    ]);
+    // Not published (or not everywhere): routed again, as after any failed try.
+    if (sent.status === 'rejected') throw sent.reason;
+    // Published, not stored: only the write is tried again, so that no series goes out twice for it.
+    if (stored.status === 'rejected') throw new UnwrittenRoutingError(stored.reason, published, write);
+    return published;
+  }
+  await write();
   // An ordered delivery is published once every earlier event of the partition has its rows: a dispatcher that sees
   // it finds every delivery it must wait for.
-  let published = records.map(({ record }): DeliveryRecord => record);
   if (ordered.length > 0 && source) {
     await source.earlier();
     // Its entity's event before it, for the dispatcher that saw that one's delivery end: it need not look at the rows.
@@ -178,6 +201,26 @@ export async function routeEvent(
   await deps.publish(published);
   deps.observe?.('routing_publish', performance.now() - publishing);
   return published;
+}
+
+/**
+ * An event's deliveries were published but their history rows not written (Cassandra failed): `finish` writes them,
+ * and only them, and resolves with what was published. The source record is not committed until it has.
+ */
+export class UnwrittenRoutingError extends Error {
+  readonly code = 'ROUTING_UNWRITTEN';
+  constructor(
+    cause: unknown,
+    readonly published: DeliveryRecord[],
+    private readonly write: () => Promise<void>,
+  ) {
+    super(`deliveries published, their history not written: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+  }
+
+  async finish(): Promise<DeliveryRecord[]> {
+    await this.write();
+    return this.published;
+  }
 }
 
 /**

@@ -2,7 +2,7 @@ import { headersOf, inSpan, startSpan, tracing } from '../core/tracing.ts';
 import type { Config } from '../core/config.ts';
 import { DeliveryStore } from '../core/deliveries/delivery-store.ts';
 import { deliveryMessage, MAY_BE_DUPLICATE_HEADER, type DeliveryRecord } from '../core/deliveries/delivery-record.ts';
-import { ConsumerRunner, Publisher } from '../core/kafka.ts';
+import { ConsumerRunner, Publisher, type ConsumedRecord } from '../core/kafka.ts';
 import { consumerJoined, createMetrics, Readiness, serveMetrics } from '../core/metrics.ts';
 import type { Logger } from '../core/log.ts';
 import type { Platform } from '../core/platform.ts';
@@ -12,7 +12,7 @@ import { changedTenant } from '../core/subscriptions/subscription-changes.ts';
 import { SubscriptionStore } from '../core/subscriptions/subscription-store.ts';
 import { topicNames } from '../core/topics.ts';
 import { requireSecrets } from '../core/config.ts';
-import { routeEvent, routingTurns } from './event-router.ts';
+import { routeEvent, routingTurns, UnwrittenRoutingError } from './event-router.ts';
 import { storedEvent, type StoredEvent } from '../core/deliveries/delivery.ts';
 import { newId } from '../core/ids.ts';
 import { ReplayJobStore } from '../core/replay-jobs/replay-job-store.ts';
@@ -44,6 +44,8 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
   const publisher = await Publisher.connect(platform.kafka);
   const sourceOrder = new SourceOrder();
   const turns = routingTurns();
+  // Records whose deliveries went out and whose rows did not get written: their next try only writes (event-router.ts).
+  const unwritten = new WeakMap<ConsumedRecord, UnwrittenRoutingError>();
   const consumer = new ConsumerRunner(platform.kafka, {
     groupId: `${config.kafka.topicPrefix}webhook-router`,
     topics: config.kafka.sourceTopics,
@@ -79,6 +81,14 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
         return;
       }
       const started = Date.now();
+      const published = unwritten.get(record);
+      if (published) {
+        const routed = await published.finish();
+        unwritten.delete(record);
+        metrics.routed(routed.length);
+        logger.info({ offset, deliveries: routed.length }, 'event routed: history written after its publication');
+        return;
+      }
       metrics.stage('event_to_routed', started - record.timestamp);
       const decoded = await eventCodec.decode(record.value);
       const event = storedEvent(decoded, decoded.payload);
@@ -125,7 +135,10 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
         ),
       );
       const routed = await inSpan(span, async () => {
-        const deliveries = await routing;
+        const deliveries = await routing.catch((error: unknown) => {
+          if (error instanceof UnwrittenRoutingError) unwritten.set(record, error);
+          throw error;
+        });
         span?.setAttribute('webhook.deliveries', deliveries.length);
         return deliveries;
       });

@@ -73,6 +73,36 @@ describe('DeliveryStore', () => {
     expect(await store.get(delivery.tenantId, delivery.id)).toMatchObject({ status: 'acknowledged', attemptCount: 1 });
   });
 
+  it("published beside its row: an attempt recorded before the router's row lands keeps its state, listed whole", async () => {
+    const delivery = queued(Date.now() - 1_000);
+    const other = sibling(delivery, delivery.queuedAt.getTime());
+    // The router's event row and one delivery's row are stored; the other delivery was acknowledged before its own.
+    await store.createDeliveries(eventOf(delivery), [other], delivery.queuedAt.getTime());
+    await store.recordAttempt(
+      seriesOf(delivery),
+      { attempt: 1, at: new Date(), statusCode: 204, errorMessage: null, durationMs: 3 },
+      { status: 'acknowledged', nextRetryAt: null },
+    );
+    // Routed again (its router crashed before the row was written): a row with only the attempt is not routed yet.
+    expect(await store.routedBefore(delivery.tenantId, delivery.eventId, [delivery.id, other.id])).toEqual(
+      new Map([[other.id, 'queued']]),
+    );
+    await route(delivery);
+    expect(await store.routedBefore(delivery.tenantId, delivery.eventId, [delivery.id])).toEqual(
+      new Map([[delivery.id, 'acknowledged']]),
+    );
+    expect(await store.get(delivery.tenantId, delivery.id)).toMatchObject({
+      status: 'acknowledged',
+      attemptCount: 1,
+      lastStatusCode: 204,
+      subscriptionId: delivery.subscriptionId,
+      eventId: delivery.eventId,
+      queuedAt: delivery.queuedAt,
+    });
+    const listed = (await store.eventIndex(delivery.tenantId, delivery.eventId, undefined, 10)).map((entry) => entry.id);
+    expect(listed.sort()).toEqual([delivery.id, other.id].sort());
+  });
+
   it('a finished delivery stays finished: a later duplicate of an attempt that fails cannot reopen it', async () => {
     const delivery = queued(Date.now() - 1_000);
     await route(delivery);
