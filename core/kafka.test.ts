@@ -8,6 +8,7 @@ import {
   OffsetTracker,
   partitionOf,
   Publisher,
+  producerRetryDelay,
   type ConsumedRecord,
   type ConsumerOptions,
   type Kafka,
@@ -953,6 +954,43 @@ describe('ConsumerRunner lanes with an overflow (a full lane parks its backlog)'
     await t.settle();
     expect(lanes.map((lane) => t.active(lane))).toEqual([1, 1, 1, 1, 1]);
     expect(lanes.map((lane) => parked.filter((key) => key === lane).length)).toEqual([5, 5, 5, 5, 5]);
+  });
+});
+
+describe("the producer's retries (producerRetryDelay)", () => {
+  /** What @platformatic/kafka hands a failed produce: a response error holding each partition's error. */
+  const notLeader = Object.assign(
+    new AggregateError([], 'Received response with error while executing API Produce(v9)'),
+    {
+      errors: [
+        Object.assign(new Error('This server is not the leader for that topic-partition'), {
+          apiId: 'NOT_LEADER_OR_FOLLOWER',
+          canRetry: true,
+          hasStaleMetadata: true,
+        }),
+      ],
+    },
+  );
+  const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.13:9092'), { code: 'PLT_KFK_NETWORK' });
+  const quiet = pino({ level: 'silent' });
+
+  it('forgets the leaders a broker said it no longer leads, and asks again within 100 ms, up to 1 s', () => {
+    // A broker in controlled shutdown hands its partitions over and refuses their produce requests. The client
+    // retries with the leaders it knows until its metadata is 5 s old (it refreshes them only after a network error):
+    // in a broker roll the gateway's events waited 6 s for a fourth try (400, 800, 1,600 ms, then 3.2 s).
+    const client = { clearMetadata: vi.fn() };
+    const delays = [1, 2, 3, 4, 5, 6].map((attempt) =>
+      producerRetryDelay(quiet)(client, 'produce', attempt, 99, notLeader),
+    );
+    expect(client.clearMetadata).toHaveBeenCalledTimes(6);
+    expect(delays).toEqual([100, 200, 400, 800, 1_000, 1_000]);
+  });
+
+  it('waits 400 ms doubling to 5 s after any other error, its leaders kept (the client refreshes them itself)', () => {
+    const client = { clearMetadata: vi.fn() };
+    const delays = [1, 2, 3, 4, 5].map((attempt) => producerRetryDelay(quiet)(client, 'produce', attempt, 99, refused));
+    expect(client.clearMetadata).not.toHaveBeenCalled();
+    expect(delays).toEqual([400, 800, 1_600, 3_200, 5_000]);
   });
 });
 
