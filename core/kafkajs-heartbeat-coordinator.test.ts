@@ -1,0 +1,97 @@
+import { createRequire } from 'node:module';
+import { describe, expect, it } from 'vitest';
+import { patchHeartbeatCoordinator } from './kafkajs-heartbeat-coordinator.ts';
+
+const require = createRequire(import.meta.url);
+// kafkajs' own consumer group (one per consumer) and its protocol error for a code.
+const ConsumerGroup = require('kafkajs/src/consumer/consumerGroup.js') as new (options: Record<string, unknown>) => {
+  coordinator: unknown;
+  memberId: string | null;
+  generationId: number | null;
+  lastRequest: number;
+  heartbeat(options: { interval: number }): Promise<void>;
+};
+const { createErrorFromCode } = require('kafkajs/src/protocol/error.js') as {
+  createErrorFromCode(code: number): Error & { type: string };
+};
+const NOT_COORDINATOR = 16;
+const COORDINATOR_LOAD_IN_PROGRESS = 14;
+const REBALANCE_IN_PROGRESS = 27;
+
+const silent = { namespace: () => silent, debug() {}, info() {}, warn() {}, error() {} };
+
+/** A broker that answers Heartbeat as told, and counts what it was sent. */
+function broker(answer: () => void) {
+  const heartbeats: unknown[] = [];
+  return {
+    heartbeats,
+    heartbeat: async (payload: unknown) => {
+      heartbeats.push(payload);
+      answer();
+    },
+  };
+}
+
+/** A member of generation 7 whose group was coordinated by `old` when it joined; the cluster names `current` now. */
+function member(old: ReturnType<typeof broker>, current: ReturnType<typeof broker>) {
+  const group = new ConsumerGroup({
+    cluster: { findGroupCoordinator: async () => current },
+    groupId: 'dispatchers',
+    topics: ['deliveries'],
+    logger: silent,
+    instrumentationEmitter: { emit() {} },
+    sessionTimeout: 10_000,
+  });
+  Object.assign(group, { coordinator: old, memberId: 'member-1', generationId: 7, lastRequest: 0 });
+  return group;
+}
+
+describe('kafkajs heartbeats after the group coordinator moved (patched)', () => {
+  it('heartbeats the new coordinator in the same generation instead of rejoining the group', async () => {
+    patchHeartbeatCoordinator();
+    // The broker that coordinated the group stopped (a rolling restart): another broker loaded the group, members and
+    // generation, from __consumer_offsets. kafkajs took NOT_COORDINATOR for a rebalance and rejoined: the leader's
+    // rejoin rebalanced every member of the dispatchers' and routers' groups, and every delivery waited 3.8 s.
+    const old = broker(() => {
+      throw createErrorFromCode(NOT_COORDINATOR);
+    });
+    const current = broker(() => {});
+    const group = member(old, current);
+    group.lastRequest = Date.now() - 1_000;
+    await group.heartbeat({ interval: 0 });
+    expect(group.coordinator).toBe(current);
+    await group.heartbeat({ interval: 0 });
+    expect(current.heartbeats).toEqual([{ groupId: 'dispatchers', memberId: 'member-1', groupGenerationId: 7 }]);
+  });
+
+  it('waits for a coordinator still loading the group, without rejoining', async () => {
+    patchHeartbeatCoordinator();
+    let loading = true;
+    const current = broker(() => {
+      if (loading) throw createErrorFromCode(COORDINATOR_LOAD_IN_PROGRESS);
+    });
+    const group = member(current, current);
+    group.lastRequest = Date.now() - 1_000;
+    await group.heartbeat({ interval: 0 });
+    loading = false;
+    await group.heartbeat({ interval: 0 });
+    expect(current.heartbeats).toHaveLength(2);
+  });
+
+  it('still says a rebalance is under way, and gives up on a coordinator unreachable for a whole session', async () => {
+    patchHeartbeatCoordinator();
+    const rebalancing = broker(() => {
+      throw createErrorFromCode(REBALANCE_IN_PROGRESS);
+    });
+    const group = member(rebalancing, rebalancing);
+    group.lastRequest = Date.now() - 1_000;
+    await expect(group.heartbeat({ interval: 0 })).rejects.toMatchObject({ type: 'REBALANCE_IN_PROGRESS' });
+    // No heartbeat taken for longer than the session timeout: the member may have been dropped; kafkajs rejoins.
+    const moved = broker(() => {
+      throw createErrorFromCode(NOT_COORDINATOR);
+    });
+    const stale = member(moved, moved);
+    stale.lastRequest = Date.now() - 11_000;
+    await expect(stale.heartbeat({ interval: 0 })).rejects.toMatchObject({ type: 'NOT_COORDINATOR_FOR_GROUP' });
+  });
+});

@@ -1,0 +1,53 @@
+// A fix for kafkajs 2.2.4's heartbeats after the group coordinator moved: core/kafka.ts applies it once, before any
+// consumer joins. Only core/ touches kafkajs' insides.
+import { createRequire } from 'node:module';
+
+interface ConsumerGroupInternals {
+  groupId: string;
+  coordinator: unknown;
+  lastRequest: number;
+  sessionTimeout: number;
+  cluster: { findGroupCoordinator(group: { groupId: string }): Promise<unknown> };
+  heartbeat(options: { interval: number }): Promise<void>;
+}
+
+/** The broker asked no longer coordinates the group (a restart, a move of its `__consumer_offsets` partition). */
+const MOVED = new Set(['NOT_COORDINATOR_FOR_GROUP', 'GROUP_COORDINATOR_NOT_AVAILABLE']);
+/** The broker that took the group over is still reading it from `__consumer_offsets`. */
+const LOADING = 'GROUP_LOAD_IN_PROGRESS';
+let patched = false;
+
+/**
+ * kafkajs takes a heartbeat refused with NOT_COORDINATOR for a rebalance and has the member join the group again; when
+ * the group's leader joins again, the coordinator rebalances every member (each stops, gives its partitions up and
+ * waits for the new assignment). A coordinator that takes a group over has loaded its members and generation from
+ * `__consumer_offsets`, and Java's consumer simply heartbeats it: nothing is rebalanced. In a rolling restart of the
+ * local cluster's brokers, the restart of the broker coordinating the routers' and dispatchers' groups stopped every
+ * delivery for 3.8 s that way. Here the member asks the cluster for the coordinator and heartbeats it at the next turn
+ * (within the heartbeat interval), and waits for one still loading the group; if it then answers that a rebalance is
+ * under way, or that the member is unknown, kafkajs rejoins as before. A member that has had no heartbeat accepted
+ * for a whole session timeout may have been dropped: it rejoins as before.
+ */
+export function patchHeartbeatCoordinator(): void {
+  if (patched) return;
+  patched = true;
+  const ConsumerGroup = createRequire(import.meta.url)('kafkajs/src/consumer/consumerGroup.js') as {
+    prototype: ConsumerGroupInternals;
+  };
+  const heartbeat = ConsumerGroup.prototype.heartbeat;
+  ConsumerGroup.prototype.heartbeat = async function (this: ConsumerGroupInternals, options: { interval: number }) {
+    try {
+      await heartbeat.call(this, options);
+    } catch (error) {
+      const type = (error as { type?: string }).type ?? '';
+      // lastRequest is the last accepted heartbeat (or the join).
+      if ((!MOVED.has(type) && type !== LOADING) || Date.now() - this.lastRequest >= this.sessionTimeout) throw error;
+      if (MOVED.has(type)) {
+        // Unknown for now (an election under way): the next refusal asks again.
+        this.coordinator = await this.cluster
+          .findGroupCoordinator({ groupId: this.groupId })
+          .catch(() => this.coordinator);
+      }
+    }
+  };
+}
