@@ -1,6 +1,6 @@
 import cassandra from 'cassandra-driver';
 import { describe, expect, it } from 'vitest';
-import { isIdempotentQuery, isUnreachable } from './cassandra.ts';
+import { isIdempotentQuery, isUnreachable, withCallPolicies } from './cassandra.ts';
 
 const { errors, types } = cassandra;
 const codes = types.responseErrorCodes;
@@ -59,5 +59,55 @@ describe('isIdempotentQuery: which statements the driver may send to a second co
     'UPDATE orders SET tags = ? + tags WHERE id = ?',
   ])('not idempotent: %s', (query) => {
     expect(isIdempotentQuery(query)).toBe(false);
+  });
+});
+
+describe('withCallPolicies: a request a coordinator refused without running it is sent again', () => {
+  /** A client whose requests fail with `errors` in turn, then succeed; it counts them and keeps their options. */
+  function client(failures: Error[]) {
+    const sent: { query: string; options?: cassandra.QueryOptions }[] = [];
+    const fake = {
+      execute: async (query: string, _params?: unknown, options?: cassandra.QueryOptions) => {
+        sent.push({ query, options });
+        const failure = failures.shift();
+        if (failure) throw failure;
+        return { rows: [] };
+      },
+      batch: async (queries: { query: string }[], options?: cassandra.QueryOptions) => {
+        sent.push({ query: queries.map((entry) => entry.query).join('; '), options });
+        const failure = failures.shift();
+        if (failure) throw failure;
+        return { rows: [] };
+      },
+    };
+    return { db: withCallPolicies(fake as unknown as cassandra.Client, 1_500), sent };
+  }
+  const shuttingDown = () => new errors.ResponseError(codes.overloaded, 'Server is shutting down');
+  const cas = 'UPDATE purchase_orders SET status = ? WHERE id = ? IF status = ?';
+
+  it('sends a conditional write refused by a node shutting down (Overloaded) again, which the driver does not', async () => {
+    // A Cassandra node being drained answers Overloaded to every request before running it: in a rolling restart of
+    // the cluster, a validation's compare-and-set failed so, and the API answered 503. The driver retries it on
+    // another node only when the request is idempotent, which a compare-and-set is not.
+    const { db, sent } = client([shuttingDown(), new errors.ResponseError(codes.isBootstrapping, 'bootstrapping')]);
+    await db.execute(cas, ['validated', 'po-1', 'draft']);
+    expect(sent).toHaveLength(3);
+    expect(sent.every(({ options }) => options?.isIdempotent === false)).toBe(true);
+    const { db: batches, sent: batchesSent } = client([shuttingDown()]);
+    await batches.batch([{ query: cas, params: [] }]);
+    expect(batchesSent).toHaveLength(2);
+  });
+
+  it('gives up after three refusals, and never sends again what may have run (a write timeout)', async () => {
+    const refused = client([shuttingDown(), shuttingDown(), shuttingDown()]);
+    await expect(refused.db.execute(cas, [])).rejects.toThrow('Server is shutting down');
+    expect(refused.sent).toHaveLength(3);
+    const timedOut = client([new errors.ResponseError(codes.writeTimeout, 'write timeout')]);
+    await expect(timedOut.db.execute(cas, [])).rejects.toThrow('write timeout');
+    expect(timedOut.sent).toHaveLength(1);
+    // An idempotent request is the driver's to retry (its retry policy): not sent again here.
+    const read = client([shuttingDown()]);
+    await expect(read.db.execute('SELECT status FROM purchase_orders WHERE id = ?', [])).rejects.toThrow('shutting');
+    expect(read.sent).toHaveLength(1);
   });
 });

@@ -78,7 +78,7 @@ export function isIdempotentQuery(query: string): boolean {
  * pool opening to a node that is coming back), which it does not. Outside a budget (the services' background work) a
  * call is bounded by `requestTimeoutMs` alone.
  */
-function withCallPolicies(client: CassandraClient, requestTimeoutMs: number): CassandraClient {
+export function withCallPolicies(client: CassandraClient, requestTimeoutMs: number): CassandraClient {
   const execute = client.execute.bind(client);
   const batch = client.batch.bind(client);
   // Our statements are a few hundred constant texts at most: each is judged once.
@@ -109,16 +109,45 @@ function withCallPolicies(client: CassandraClient, requestTimeoutMs: number): Ca
     if (rest.length > 0 || typeof params === 'function' || typeof options === 'function') {
       return (execute as (...args: unknown[]) => unknown)(query, params, options, ...rest);
     }
-    return bounded(idempotent(options, [query]), (budgeted) => execute(query, params, budgeted));
+    const judged = idempotent(options, [query]);
+    return bounded(judged, (budgeted) => untilRun(judged, () => execute(query, params, budgeted)));
   }) as CassandraClient['execute'];
   client.batch = ((queries: Parameters<CassandraClient['batch']>[0], options?: cassandra.QueryOptions, ...rest) => {
     if (rest.length > 0 || typeof options === 'function') {
       return (batch as (...args: unknown[]) => unknown)(queries, options, ...rest);
     }
     const texts = queries.map((entry) => (typeof entry === 'string' ? entry : entry.query));
-    return bounded(idempotent(options, texts), (budgeted) => batch(queries, budgeted));
+    const judged = idempotent(options, texts);
+    return bounded(judged, (budgeted) => untilRun(judged, () => batch(queries, budgeted)));
   }) as CassandraClient['batch'];
   return client;
+}
+
+/**
+ * Sends a request that is not idempotent again when its coordinator refused it without running it: Overloaded (a node
+ * being drained answers so, "Server is shutting down", to every request) or Is_bootstrapping. The driver retries these
+ * on another node only for idempotent requests (its retry policy sees the rest never), so in a rolling restart of the
+ * Cassandra nodes a validation's compare-and-set failed this way and the API answered 503. Three tries, 50 and 100 ms
+ * apart (the driver learns meanwhile that the node is going down); within an API request's budget, as any call.
+ */
+async function untilRun<T>(options: cassandra.QueryOptions, send: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await send();
+    } catch (error) {
+      if (options.isIdempotent !== false || attempt >= 3 || !refusedUnrun(error)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+    }
+  }
+}
+
+/** The coordinator refused the request before running any of it. */
+function refusedUnrun(error: unknown): boolean {
+  const codes = cassandra.types.responseErrorCodes;
+  return (
+    error instanceof cassandra.errors.ResponseError &&
+    (error.code === codes.overloaded || error.code === codes.isBootstrapping)
+  );
 }
 
 /**
