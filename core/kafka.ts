@@ -184,7 +184,11 @@ export class Publisher {
   private routing: Promise<void> | undefined;
   private readonly lanes = new Map<string, SendLane>();
 
-  private constructor(private readonly producer: RecordProducer<string, Buffer | null, string, string>) {}
+  private constructor(
+    private readonly producer: RecordProducer<string, Buffer | null, string, string>,
+    /** Told of a wait over SLOW_WAIT_MS for the topics' metadata or a produce request (which broker held it up). */
+    private readonly log?: Pick<Logger, 'warn'>,
+  ) {}
 
   static async connect(kafka: KafkaClient): Promise<Publisher> {
     // At most one request per partition is in flight (an idempotent producer's sequence numbers ask for it), and
@@ -203,7 +207,7 @@ export class Publisher {
       retryDelay: producerRetryDelay(kafka.log),
     });
     await producer.initIdempotentProducer({});
-    return new Publisher(producer);
+    return new Publisher(producer, kafka.log);
   }
 
   /** Resolves once Kafka has acknowledged every record (acks=all). */
@@ -232,8 +236,10 @@ export class Publisher {
     while (this.pending.length > 0) {
       const batch = this.pending.splice(0);
       let topics: Map<string, { partitions: number; replicated: boolean }>;
+      const asked = Date.now();
       try {
         topics = await this.topicsOf([...new Set(batch.map(({ record }) => record.topic))]);
+        this.slow(asked, "the topics' metadata", { records: batch.length });
       } catch (error) {
         for (const queued of batch) settle(queued.call, error);
         continue;
@@ -289,6 +295,7 @@ export class Publisher {
       }
       const batch = lane.queue.splice(0, count);
       let failure: unknown;
+      const sent = Date.now();
       try {
         await this.producer.send({
           messages: batch.map(({ record }) =>
@@ -298,11 +305,24 @@ export class Publisher {
       } catch (error) {
         failure = error;
       }
+      this.slow(sent, 'a produce request', {
+        topic: batch[0]!.record.topic,
+        partition: lane.partition,
+        failed: !!failure,
+      });
       for (const { call } of batch) settle(call, failure);
     }
     lane.sending = undefined;
   }
+
+  private slow(since: number, what: string, fields: object): void {
+    const waitedMs = Date.now() - since;
+    if (waitedMs > SLOW_WAIT_MS) this.log?.warn({ kafka: 'producer', waitedMs, ...fields }, `kafka: ${what} took long`);
+  }
 }
+
+/** A publisher's wait worth a warning: a broker that does not answer (stopping, cut off) holds up what waits on it. */
+const SLOW_WAIT_MS = 1_000;
 
 /** Counts one of the call's records as answered (failed when `failure` is set); ends the call after its last. */
 function settle(call: PublishCall, failure?: unknown): void {
@@ -733,6 +753,7 @@ export class ConsumerRunner {
    */
   private async highWatermarks(topics: string[]): Promise<Map<string, bigint>> {
     const marks = new Map<string, bigint>();
+    const asked = Date.now();
     try {
       for (const topic of topics) {
         for (const { partition, high } of await this.admin!.fetchTopicOffsets(topic)) {
@@ -742,6 +763,10 @@ export class ConsumerRunner {
     } catch (error) {
       this.options.logger.warn({ err: error }, 'could not read the high watermarks after joining');
     }
+    // Every fetched batch waits for them: a slow read holds up all of this member's partitions.
+    const waitedMs = Date.now() - asked;
+    if (waitedMs > SLOW_WAIT_MS)
+      this.options.logger.warn({ waitedMs, topics }, 'the high watermarks after joining took long');
     return marks;
   }
 

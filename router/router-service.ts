@@ -81,9 +81,9 @@ export async function startRouter(config: Config, platform: Platform, logger: Lo
         return;
       }
       const started = Date.now();
-      const published = unwritten.get(record);
-      if (published) {
-        const routed = await published.finish();
+      const unfinished = unwritten.get(record);
+      if (unfinished) {
+        const routed = await unfinished.finish();
         unwritten.delete(record);
         metrics.routed(routed.length);
         logger.info({ offset, deliveries: routed.length }, 'event routed: history written after its publication');
