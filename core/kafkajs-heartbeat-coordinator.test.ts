@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { patchHeartbeatCoordinator } from './kafkajs-heartbeat-coordinator.ts';
 
 const require = createRequire(import.meta.url);
@@ -59,9 +59,31 @@ describe('kafkajs heartbeats after the group coordinator moved (patched)', () =>
     const group = member(old, current);
     group.lastRequest = Date.now() - 1_000;
     await group.heartbeat({ interval: 0 });
-    expect(group.coordinator).toBe(current);
+    await vi.waitFor(() => expect(group.coordinator).toBe(current));
     await group.heartbeat({ interval: 0 });
     expect(current.heartbeats).toEqual([{ groupId: 'dispatchers', memberId: 'member-1', groupGenerationId: 7 }]);
+  });
+
+  it('does not hold the heartbeat (nor the fetch loops that await it) while the cluster names no coordinator', async () => {
+    patchHeartbeatCoordinator();
+    const old = broker(() => {
+      throw createErrorFromCode(NOT_COORDINATOR);
+    });
+    const group = member(old, old);
+    let lookups = 0;
+    // kafkajs' lookup retries for up to half a minute while the group's __consumer_offsets partition has no leader.
+    Object.assign(group, {
+      cluster: {
+        findGroupCoordinator: () => {
+          lookups += 1;
+          return new Promise(() => undefined);
+        },
+      },
+    });
+    group.lastRequest = Date.now() - 1_000;
+    await group.heartbeat({ interval: 0 });
+    await group.heartbeat({ interval: 0 });
+    expect(lookups).toBe(1);
   });
 
   it('waits for a coordinator still loading the group, without rejoining', async () => {

@@ -23,8 +23,8 @@ let patched = false;
  * waits for the new assignment). A coordinator that takes a group over has loaded its members and generation from
  * `__consumer_offsets`, and Java's consumer simply heartbeats it: nothing is rebalanced. In a rolling restart of the
  * local cluster's brokers, the restart of the broker coordinating the routers' and dispatchers' groups stopped every
- * delivery for 3.8 s that way. Here the member asks the cluster for the coordinator and heartbeats it at the next turn
- * (within the heartbeat interval), and waits for one still loading the group; if it then answers that a rebalance is
+ * delivery for 3.8 s that way. Here the member asks the cluster for the coordinator (without waiting for the answer)
+ * and heartbeats it at the next turn, and waits for one still loading the group; if it then answers that a rebalance is
  * under way, or that the member is unknown, kafkajs rejoins as before. A member that has had no heartbeat accepted
  * for a whole session timeout may have been dropped: it rejoins as before.
  */
@@ -42,12 +42,29 @@ export function patchHeartbeatCoordinator(): void {
       const type = (error as { type?: string }).type ?? '';
       // lastRequest is the last accepted heartbeat (or the join).
       if ((!MOVED.has(type) && type !== LOADING) || Date.now() - this.lastRequest >= this.sessionTimeout) throw error;
-      if (MOVED.has(type)) {
-        // Unknown for now (an election under way): the next refusal asks again.
-        this.coordinator = await this.cluster
-          .findGroupCoordinator({ groupId: this.groupId })
-          .catch(() => this.coordinator);
-      }
+      if (MOVED.has(type)) locate(this);
     }
   };
+}
+
+/** Lookups of a group's coordinator under way: one at a time per group. */
+const locating = new WeakSet<ConsumerGroupInternals>();
+
+/**
+ * Asks the cluster which broker coordinates the group now, without waiting: a heartbeat is awaited by the fetch loops
+ * (kafkajs heartbeats when a fetch brings nothing), and kafkajs' lookup retries for up to half a minute while no broker
+ * coordinates the group. Unknown for now (an election under way): the next refusal asks again.
+ */
+function locate(group: ConsumerGroupInternals): void {
+  if (locating.has(group)) return;
+  locating.add(group);
+  group.cluster
+    .findGroupCoordinator({ groupId: group.groupId })
+    .then(
+      (coordinator) => {
+        group.coordinator = coordinator;
+      },
+      () => undefined,
+    )
+    .finally(() => locating.delete(group));
 }
