@@ -272,10 +272,10 @@ export class DeliveryStore {
       eventId,
     ]);
     if (seen.first()?.event_type == null || deliveryIds.length === 0) return new Map();
-    const rows = await this.db.execute(
-      'SELECT id, status, queued_at FROM deliveries WHERE tenant_id = ? AND id IN ?',
-      [tenantId, deliveryIds],
-    );
+    const rows = await this.db.execute('SELECT id, status, queued_at FROM deliveries WHERE tenant_id = ? AND id IN ?', [
+      tenantId,
+      deliveryIds,
+    ]);
     // A row a dispatcher wrote without the router's (published beside it, the router gone before writing it) is not
     // routed yet: it gets its row, and goes out again as a possible duplicate, which the dispatcher then skips.
     return new Map(

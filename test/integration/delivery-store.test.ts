@@ -99,7 +99,9 @@ describe('DeliveryStore', () => {
       eventId: delivery.eventId,
       queuedAt: delivery.queuedAt,
     });
-    const listed = (await store.eventIndex(delivery.tenantId, delivery.eventId, undefined, 10)).map((entry) => entry.id);
+    const listed = (await store.eventIndex(delivery.tenantId, delivery.eventId, undefined, 10)).map(
+      (entry) => entry.id,
+    );
     expect(listed.sort()).toEqual([delivery.id, other.id].sort());
   });
 
