@@ -130,12 +130,17 @@ export function withCallPolicies(client: CassandraClient, requestTimeoutMs: numb
  * Cassandra nodes a validation's compare-and-set failed this way and the API answered 503. Three tries, 50 and 100 ms
  * apart (the driver learns meanwhile that the node is going down); within an API request's budget, as any call.
  */
-async function untilRun<T>(options: cassandra.QueryOptions, send: () => Promise<T>): Promise<T> {
+function untilRun<T>(options: cassandra.QueryOptions, send: () => Promise<T>): Promise<T> {
+  // Idempotent requests are the driver's to retry: sent as they are, with no frame added on the hot path.
+  return options.isIdempotent === false ? sendAgainWhenRefused(send) : send();
+}
+
+async function sendAgainWhenRefused<T>(send: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt += 1) {
     try {
       return await send();
     } catch (error) {
-      if (options.isIdempotent !== false || attempt >= 3 || !refusedUnrun(error)) throw error;
+      if (attempt >= 3 || !refusedUnrun(error)) throw error;
       await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
     }
   }

@@ -1,6 +1,7 @@
 // A fix for kafkajs 2.2.4's heartbeats after the group coordinator moved: core/kafka.ts applies it once, before any
 // consumer joins. Only core/ touches kafkajs' insides.
 import { createRequire } from 'node:module';
+import { COORDINATOR_MOVED as MOVED } from './kafkajs-offset-coordinator.ts';
 
 interface ConsumerGroupInternals {
   groupId: string;
@@ -11,8 +12,6 @@ interface ConsumerGroupInternals {
   heartbeat(options: { interval: number }): Promise<void>;
 }
 
-/** The broker asked no longer coordinates the group (a restart, a move of its `__consumer_offsets` partition). */
-const MOVED = new Set(['NOT_COORDINATOR_FOR_GROUP', 'GROUP_COORDINATOR_NOT_AVAILABLE']);
 /** The broker that took the group over is still reading it from `__consumer_offsets`. */
 const LOADING = 'GROUP_LOAD_IN_PROGRESS';
 let patched = false;

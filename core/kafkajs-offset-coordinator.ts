@@ -10,7 +10,10 @@ interface OffsetManagerInternals {
 }
 
 /** Errors that say the broker asked no longer coordinates the group (a restart or a move of `__consumer_offsets`). */
-const COORDINATOR_MOVED = new Set(['NOT_COORDINATOR_FOR_GROUP', 'GROUP_COORDINATOR_NOT_AVAILABLE']);
+export const COORDINATOR_MOVED: ReadonlySet<string> = new Set([
+  'NOT_COORDINATOR_FOR_GROUP',
+  'GROUP_COORDINATOR_NOT_AVAILABLE',
+]);
 let patched = false;
 
 /**
