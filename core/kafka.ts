@@ -16,16 +16,19 @@ import { FairSlots } from './fair-slots.ts';
 import { javaPartitioner, partitionOf } from './partitioner.ts';
 import { patchOffsetCoordinator } from './kafkajs-offset-coordinator.ts';
 import { patchHeartbeatCoordinator } from './kafkajs-heartbeat-coordinator.ts';
+import { patchFetchLeader } from './kafkajs-fetch-leader.ts';
 import { patchRequestQueue } from './kafkajs-request-queue.ts';
 import type { Logger } from './log.ts';
 import type { ConsumerMetrics } from './metrics.ts';
 import { backoffDelay, RecoveryBackoff } from './recovery-backoff.ts';
 
 // Before any kafkajs client connects: its idle connections otherwise poll every millisecond, its offset commits keep
-// going to a group coordinator that moved, and its members rejoin their group (a rebalance) when the coordinator moves.
+// going to a group coordinator that moved, and its members rejoin their group (a rebalance) when the coordinator or a
+// partition's leader moves.
 patchRequestQueue();
 patchOffsetCoordinator();
 patchHeartbeatCoordinator();
+patchFetchLeader();
 
 /** A record read from Kafka, as handlers see it. */
 export interface ConsumedRecord {

@@ -13,6 +13,7 @@ import { createLogger } from '../../core/log.ts';
 import { repoRoot } from '../../infra/processes.ts';
 import { ensureCluster, type StartedServers } from '../../infra/servers.ts';
 import { killServer, restore, serverPid } from '../chaos/shared-servers.ts';
+import { createLedTopic, partitionLeaders } from '../support/led-topic.ts';
 
 const root = path.join(repoRoot, '.local');
 const say = (line: string) => console.log(`[publisher-failover] ${line}`);
@@ -35,32 +36,11 @@ describe('the publisher when the broker leading several partitions dies', () => 
     const topic = `publisher-failover.${randomBytes(4).toString('hex')}`;
     // Both partitions led by broker 2; when it dies, partition 0 goes to broker 1 and partition 1 to broker 3 (the
     // first replica in sync of each list).
-    // kafkajs asks for the new topic's metadata right after creating it, and a broker that does not know the topic
-    // yet fails the call: the topic exists all the same, and its leaders are awaited below.
-    const created = admin.createTopics({
-      topics: [
-        {
-          topic,
-          replicaAssignment: [
-            { partition: 0, replicas: [2, 1, 3] },
-            { partition: 1, replicas: [2, 3, 1] },
-          ],
-        },
-      ],
-    });
-    await created.catch((error: Error) => {
-      if (!/does not host this topic-partition/.test(error.message)) throw error;
-    });
-    const leaders = async () =>
-      (await admin.fetchTopicMetadata({ topics: [topic] })).topics[0]!.partitions.sort(
-        (a, b) => a.partitionId - b.partitionId,
-      ).map((partition) => partition.leader);
-    // Brokers learn of a new topic one after another: ask until the one answering knows its leaders.
-    let before: number[] = [];
-    for (let attempt = 0; attempt < 50 && before.join() !== '2,2'; attempt += 1) {
-      before = await leaders().catch(() => []);
-      if (before.join() !== '2,2') await sleep(200);
-    }
+    const before = await createLedTopic(admin, topic, [
+      [2, 1, 3],
+      [2, 3, 1],
+    ]);
+    const leaders = () => partitionLeaders(admin, topic);
     expect(before).toEqual([2, 2]);
 
     const keys = [0, 1].map((partition) => {
