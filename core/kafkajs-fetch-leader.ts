@@ -12,7 +12,7 @@ interface ConsumerGroupInternals {
  * is still the member's, only its leader moved. (UNKNOWN_TOPIC_OR_PARTITION is left to kafkajs: a deleted topic or
  * partition may change the assignment.)
  */
-export const LEADER_MOVED: ReadonlySet<string> = new Set([
+const LEADER_MOVED: ReadonlySet<string> = new Set([
   'NOT_LEADER_FOR_PARTITION',
   'LEADER_NOT_AVAILABLE',
   'FENCED_LEADER_EPOCH',

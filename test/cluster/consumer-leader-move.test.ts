@@ -23,9 +23,11 @@ describe('a consumer group member when the broker leading its partitions stops c
   beforeAll(async () => {
     servers = await ensureCluster({ root, progress: say });
   }, 600_000);
-  // Broker 3 is started again if the test stopped it, then what this file started is stopped.
+  // Broker 3 is started again if the test stopped it, then what this file started is stopped (broker 3's new process
+  // too, when this file started the one it replaces).
   afterAll(async () => {
-    await ensureCluster({ root, progress: say });
+    const relaunched = await ensureCluster({ root, progress: say });
+    if (servers?.started.includes('cluster/kafka-3')) await relaunched.stop();
     await servers?.stop();
   }, 600_000);
 
