@@ -974,16 +974,113 @@ describe("the producer's retries (producerRetryDelay)", () => {
   const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.13:9092'), { code: 'PLT_KFK_NETWORK' });
   const quiet = pino({ level: 'silent' });
 
-  it('forgets the leaders a broker said it no longer leads, and asks again within 100 ms, up to 1 s', () => {
+  it('forgets the leaders a broker said it no longer leads, and asks again 50 ms later, four times, then up to 1 s', () => {
     // A broker in controlled shutdown hands its partitions over and refuses their produce requests. The client
     // retries with the leaders it knows until its metadata is 5 s old (it refreshes them only after a network error):
     // in a broker roll the gateway's events waited 6 s for a fourth try (400, 800, 1,600 ms, then 3.2 s).
     const client = { clearMetadata: vi.fn() };
-    const delays = [1, 2, 3, 4, 5, 6].map((attempt) =>
+    const delays = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((attempt) =>
       producerRetryDelay(quiet)(client, 'produce', attempt, 99, notLeader),
     );
-    expect(client.clearMetadata).toHaveBeenCalledTimes(6);
-    expect(delays).toEqual([100, 200, 400, 800, 1_000, 1_000]);
+    expect(client.clearMetadata).toHaveBeenCalledTimes(10);
+    expect(delays).toEqual([50, 50, 50, 50, 100, 200, 400, 800, 1_000, 1_000]);
+  });
+
+  /** A refusal of partitions 0 and 1 of `deliveries` naming, as Kafka 3.7 does (KIP-951), their new leaders. */
+  const refusalNaming = (leaders: { leaderId: number; leaderEpoch: number }[]) =>
+    Object.assign(new Error('Received response with error while executing API Produce(v11)'), {
+      errors: notLeader.errors,
+      response: {
+        responses: [
+          {
+            name: 'deliveries',
+            partitionResponses: leaders.map((currentLeader, index) => ({ index, errorCode: 6, currentLeader })),
+          },
+        ],
+        nodeEndpoints: [{ nodeId: 4, host: '127.0.0.14', port: 9092, rack: null }],
+      },
+    });
+  /** A client whose metadata has broker 3 leading both partitions, at leader epoch 5. */
+  const clientKnowing = () => ({
+    clearMetadata: vi.fn(),
+    currentMetadata: {
+      brokers: new Map([1, 2, 3].map((id) => [id, { host: `127.0.0.1${id}`, port: 9092 }])),
+      topics: new Map([
+        [
+          'deliveries',
+          {
+            partitions: [
+              { leader: 3, leaderEpoch: 5 },
+              { leader: 3, leaderEpoch: 5 },
+            ],
+          },
+        ],
+      ]),
+    },
+  });
+
+  it('sends a refused request at once to the new leaders the refusal names, without asking for the leaders again', () => {
+    // A broker that has not applied the move yet answers the metadata as before: the gateways' tries went back to the
+    // stopping broker three times (0.5-0.9 s), each refusal naming the new leader.
+    const client = clientKnowing();
+    const delay = producerRetryDelay(quiet)(
+      client,
+      'produce',
+      1,
+      99,
+      refusalNaming([
+        { leaderId: 1, leaderEpoch: 6 },
+        { leaderId: 4, leaderEpoch: 6 },
+      ]),
+    );
+    expect(delay).toBe(0);
+    expect(client.clearMetadata).not.toHaveBeenCalled();
+    expect(client.currentMetadata.topics.get('deliveries')!.partitions).toEqual([
+      { leader: 1, leaderEpoch: 6 },
+      { leader: 4, leaderEpoch: 6 },
+    ]);
+    // A broker first met in the refusal is reached at the address it gives.
+    expect(client.currentMetadata.brokers.get(4)).toEqual({ host: '127.0.0.14', port: 9092, rack: null });
+  });
+
+  it('asks for the leaders again when a refused partition names none, or none newer, or after two redirects', () => {
+    for (const [attempt, leaders] of [
+      [
+        1,
+        [
+          { leaderId: 1, leaderEpoch: 6 },
+          { leaderId: -1, leaderEpoch: -1 },
+        ],
+      ],
+      [
+        1,
+        [
+          { leaderId: 1, leaderEpoch: 6 },
+          { leaderId: 2, leaderEpoch: 5 },
+        ],
+      ],
+      [
+        1,
+        [
+          { leaderId: 1, leaderEpoch: 6 },
+          { leaderId: 7, leaderEpoch: 6 },
+        ],
+      ],
+      [
+        3,
+        [
+          { leaderId: 1, leaderEpoch: 6 },
+          { leaderId: 2, leaderEpoch: 6 },
+        ],
+      ],
+    ] as const) {
+      const client = clientKnowing();
+      const delay = producerRetryDelay(quiet)(client, 'produce', attempt, 99, refusalNaming([...leaders]));
+      expect(delay).toBe(50);
+      expect(client.clearMetadata).toHaveBeenCalledOnce();
+      // Nothing half-moved.
+      expect(client.currentMetadata.topics.get('deliveries')!.partitions.map((p) => p.leader)).toEqual([3, 3]);
+    }
   });
 
   it('waits 400 ms doubling to 5 s after any other error, its leaders kept (the client refreshes them itself)', () => {

@@ -123,8 +123,13 @@ const MAX_REQUEST_RECORDS = 2_000;
  * controlled shutdown hands its partitions over while it still answers) is not asked again: @platformatic/kafka
  * refreshes its leaders on a retry only after a network error, and otherwise keeps them until they are 5 s old, so in
  * a broker roll every try went back to the broker that refused it, 400, 800 and 1,600 ms apart, and the gateway's events
- * waited 6 s for a fourth. The leaders are forgotten (the next try asks for them) and the wait is Java's client's:
- * 100 ms doubling to 1 s. Any other failure (a broker down, the cluster without a quorum) waits 400 ms doubling to 5 s.
+ * waited 6 s for a fourth. Since Kafka 3.7 (KIP-951) the refusal names the partition's new leader, as Java's client
+ * uses it: when it names one for every refused partition, newer than the client knows, the leaders are taken from it
+ * and the request is sent there at once (a broker that has not yet applied the move answers the metadata the same
+ * as before: the gateways' retries went to the stopping broker three times, 0.5-0.9 s, each refusal naming the new
+ * leader). Otherwise, or when the named leader refuses too, the leaders are forgotten (the next try asks for them),
+ * four tries 50 ms apart, then doubling to 1 s (Java's client: 100 ms doubling to 1 s). Any other failure (a broker
+ * down, the cluster without a quorum) waits 400 ms doubling to 5 s.
  */
 export function producerRetryDelay(
   log: Pick<Logger, 'warn'>,
@@ -132,14 +137,87 @@ export function producerRetryDelay(
   return (client, operation, attempt, _retries, error) => {
     const stale = hasStaleMetadata(error);
     // The client (a Producer): typed `object` by the library's callback.
-    if (stale) (client as { clearMetadata(): void }).clearMetadata();
-    const retryInMs = stale ? Math.min(100 * 2 ** (attempt - 1), 1_000) : Math.min(200 * 2 ** attempt, 5_000);
+    const producer = client as { clearMetadata(): void; currentMetadata?: LeaderMetadata };
+    const redirected = stale && attempt <= MAX_REDIRECTS && followNewLeaders(producer.currentMetadata, error);
+    if (stale && !redirected) producer.clearMetadata();
+    const retryInMs = redirected
+      ? 0
+      : stale
+        ? Math.min(50 * 2 ** Math.max(0, attempt - STALE_QUICK_TRIES), 1_000)
+        : Math.min(200 * 2 ** attempt, 5_000);
     log.warn(
-      { kafka: 'producer', operation, attempt, retryInMs, err: error },
+      { kafka: 'producer', operation, attempt, retryInMs, redirected, err: error },
       'kafka: producer request failed; retrying',
     );
     return retryInMs;
   };
+}
+
+/**
+ * Tries 50 ms apart after a broker said it no longer leads, before the wait doubles (to 1 s): the brokers take a few
+ * hundred ms here to apply a leader's move, and the records wait for the first try after it.
+ */
+const STALE_QUICK_TRIES = 4;
+/** Tries in a row sent straight to the leader a refusal names, before the leaders are asked for again. */
+const MAX_REDIRECTS = 2;
+
+/** The part of @platformatic/kafka's cluster metadata (`currentMetadata`) that says where a partition's leader is. */
+interface LeaderMetadata {
+  brokers: Map<number, { host: string; port: number; rack?: string | null }>;
+  topics: Map<string, { partitions: ({ leader: number; leaderEpoch: number } | undefined)[] }>;
+}
+
+/** What a produce response says of a refused partition, and where the brokers it names are (KIP-951). */
+interface ProduceRefusal {
+  responses?: {
+    name: string;
+    partitionResponses?: {
+      index: number;
+      errorCode: number;
+      currentLeader?: { leaderId: number; leaderEpoch: number };
+    }[];
+  }[];
+  nodeEndpoints?: { nodeId: number; host: string; port: number; rack?: string | null }[];
+}
+
+/**
+ * Moves each refused partition of `error`'s produce response to the leader the refusal names, in `metadata` (the
+ * client's own, read by its next try). True only if every refused partition named a leader newer (by leader epoch)
+ * than the one known, at an address known or given; otherwise nothing is changed.
+ */
+function followNewLeaders(metadata: LeaderMetadata | undefined, error: unknown): boolean {
+  const response = produceResponseOf(error);
+  if (metadata === undefined || response?.responses === undefined) return false;
+  const moves: { partition: { leader: number; leaderEpoch: number }; leaderId: number; leaderEpoch: number }[] = [];
+  const endpoints = new Map((response.nodeEndpoints ?? []).map((node) => [node.nodeId, node]));
+  for (const { name, partitionResponses = [] } of response.responses) {
+    for (const { index, errorCode, currentLeader } of partitionResponses) {
+      if (errorCode === 0) continue;
+      const partition = metadata.topics.get(name)?.partitions[index];
+      if (partition === undefined || currentLeader === undefined || currentLeader.leaderId < 0) return false;
+      if (currentLeader.leaderEpoch <= partition.leaderEpoch) return false;
+      if (!metadata.brokers.has(currentLeader.leaderId) && !endpoints.has(currentLeader.leaderId)) return false;
+      moves.push({ partition, ...currentLeader });
+    }
+  }
+  if (moves.length === 0) return false;
+  for (const { partition, leaderId, leaderEpoch } of moves) {
+    const endpoint = endpoints.get(leaderId);
+    if (!metadata.brokers.has(leaderId) && endpoint !== undefined) {
+      metadata.brokers.set(leaderId, { host: endpoint.host, port: endpoint.port, rack: endpoint.rack ?? null });
+    }
+    partition.leader = leaderId;
+    partition.leaderEpoch = leaderEpoch;
+  }
+  return true;
+}
+
+/** The produce response a failed request carries (on the error, or one it wraps), if any. */
+function produceResponseOf(error: unknown, depth = 0): ProduceRefusal | undefined {
+  if (typeof error !== 'object' || error === null || depth > 4) return undefined;
+  const { response, cause } = error as { response?: unknown; cause?: unknown };
+  if (typeof response === 'object' && response !== null && 'responses' in response) return response as ProduceRefusal;
+  return produceResponseOf(cause, depth + 1);
 }
 
 /** Whether the error, or one it aggregates or wraps, says the client's leaders are out of date. */
