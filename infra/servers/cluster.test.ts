@@ -65,6 +65,8 @@ describe('the local cluster', () => {
         'offsets.topic.replication.factor=3',
         'transaction.state.log.min.isr=2',
         'unclean.leader.election.enable=false',
+        // Followers fetch again 100 ms after a failed fetch (a leader moved), not Kafka's 1 s.
+        'replica.fetch.backoff.ms=100',
       ]),
     );
   });
@@ -78,6 +80,7 @@ describe('the local cluster', () => {
         'min.insync.replicas=1',
       ]),
     );
+    expect(props.some((line) => line.startsWith('replica.fetch.backoff.ms'))).toBe(false);
     expect(props.some((line) => line.startsWith('broker.rack'))).toBe(false);
   });
 
