@@ -8,6 +8,7 @@ import {
   OffsetTracker,
   partitionOf,
   Publisher,
+  createKafka,
   producerRetryDelay,
   type ConsumedRecord,
   type ConsumerOptions,
@@ -1421,5 +1422,39 @@ describe('ConsumerRunner quiet topics (empty partitions left out of the fetches)
     fake.committed.set('retry-1m/0', '1');
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(fake.calls.filter((call) => call.startsWith('pause retry'))).toEqual([]);
+  });
+});
+
+describe("kafkajs' log (createKafka)", () => {
+  /** A logger that records at which level each entry came. */
+  const recording = () => {
+    const entries: [string, string][] = [];
+    const at = (level: string) => (_fields: unknown, message: string) => entries.push([level, message]);
+    const logger = { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug') };
+    return { entries, logger: logger as unknown as Parameters<typeof createKafka>[2] };
+  };
+
+  it('logs what brokers answer while partitions and groups move as warnings, other errors as errors', () => {
+    const { entries, logger } = recording();
+    const log = createKafka(['127.0.0.1:9092'], 'log-test', logger).logger();
+    // What kafkajs logged at error level through a rolling restart of the brokers, each recovered from by itself.
+    log.error('Response Fetch(key: 1, version: 10)', {
+      error: 'This server is not the leader for that topic-partition',
+    });
+    log.error('Response Heartbeat(key: 12, version: 3)', {
+      error: 'This is not the correct coordinator for this group',
+    });
+    log.error('Response OffsetCommit(key: 8, version: 5)', {
+      error: "The coordinator is loading and hence can't process requests for this group",
+    });
+    log.error('Response Fetch(key: 1, version: 10)', {
+      error: 'Not authorized to access topics: [Topic authorization failed]',
+    });
+    expect(entries).toEqual([
+      ['warn', 'kafka: Response Fetch(key: 1, version: 10)'],
+      ['warn', 'kafka: Response Heartbeat(key: 12, version: 3)'],
+      ['warn', 'kafka: Response OffsetCommit(key: 8, version: 5)'],
+      ['error', 'kafka: Response Fetch(key: 1, version: 10)'],
+    ]);
   });
 });

@@ -19,6 +19,7 @@ import { patchHeartbeatCoordinator } from './kafkajs-heartbeat-coordinator.ts';
 import { patchFetchLeader } from './kafkajs-fetch-leader.ts';
 import { patchRequestQueue } from './kafkajs-request-queue.ts';
 import type { Logger } from './log.ts';
+import { kafkajsErrorFromCode } from './kafkajs-fetch-leader.ts';
 import type { ConsumerMetrics } from './metrics.ts';
 import { backoffDelay, RecoveryBackoff } from './recovery-backoff.ts';
 
@@ -94,11 +95,28 @@ function kafkajsConfig(brokers: string[], clientId: string, logger: Logger): Kaf
       ({ level, label, log }: LogEntry) => {
         const { message, ...extra } = log;
         // A rebalance or a lost coordinator is routine for a consumer group: keep them out of error logs.
-        logger[levels[level] ?? 'info']({ kafka: label, ...extra }, `kafka: ${message}`);
+        const routine = level === logLevel.ERROR && ROUTINE_REFUSALS.has(String(extra.error));
+        logger[routine ? 'warn' : (levels[level] ?? 'info')]({ kafka: label, ...extra }, `kafka: ${message}`);
       },
     retry: KAFKA_RETRY,
   };
 }
+
+/**
+ * What brokers answer while partitions and groups move (a broker's restart, a rolling upgrade): kafkajs logs each such
+ * answer at error level ("Response Fetch(key: 1, version: 10)", with the message below) and then recovers by itself
+ * (core/kafkajs-*.ts). Logged as warnings: errors are for what needs an operator.
+ */
+const ROUTINE_REFUSALS: ReadonlySet<string> = new Set(
+  [
+    5, // LEADER_NOT_AVAILABLE
+    6, // NOT_LEADER_OR_FOLLOWER
+    14, // COORDINATOR_LOAD_IN_PROGRESS
+    15, // COORDINATOR_NOT_AVAILABLE
+    16, // NOT_COORDINATOR
+    27, // REBALANCE_IN_PROGRESS
+  ].map((code) => kafkajsErrorFromCode(code).message),
+);
 
 /**
  * How kafkajs retries a failed connection or request: 200 ms, then doubling (±20 %) up to 5 s between tries. kafkajs's

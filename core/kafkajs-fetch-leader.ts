@@ -20,6 +20,14 @@ const LEADER_MOVED: ReadonlySet<string> = new Set([
 ]);
 let patched = false;
 
+/** kafkajs' own error for a Kafka protocol error code (its message is what kafkajs logs). */
+export function kafkajsErrorFromCode(code: number): Error & { type: string } {
+  const { createErrorFromCode } = createRequire(import.meta.url)('kafkajs/src/protocol/error.js') as {
+    createErrorFromCode(code: number): Error & { type: string };
+  };
+  return createErrorFromCode(code);
+}
+
 /**
  * Two kafkajs 2.2.4 ways of fetching from a broker that no longer leads the partitions. A broker's controlled shutdown
  * (each step of a rolling restart) hands its partitions over within a few hundred ms and exits 2-5 s later:
