@@ -143,9 +143,9 @@ const MAX_REQUEST_RECORDS = 2_000;
  * a broker roll every try went back to the broker that refused it, 400, 800 and 1,600 ms apart, and the gateway's events
  * waited 6 s for a fourth. Since Kafka 3.7 (KIP-951) the refusal names the partition's new leader, as Java's client
  * uses it: when it names one for every refused partition, newer than the client knows, the leaders are taken from it
- * and the request is sent there at once (a broker that has not yet applied the move answers the metadata the same
- * as before: the gateways' retries went to the stopping broker three times, 0.5-0.9 s, each refusal naming the new
- * leader). Otherwise, or when the named leader refuses too, the leaders are forgotten (the next try asks for them),
+ * and the request is sent there at once (in a broker's clean stop the tries after a fresh metadata read were refused
+ * three times over 0.3 s, each refusal naming the new leader, and records waited 0.5-0.9 s for their acknowledgement).
+ * Otherwise, or when the named leader refuses too, the leaders are forgotten (the next try asks for them),
  * four tries 50 ms apart, then doubling to 1 s (Java's client: 100 ms doubling to 1 s). Any other failure (a broker
  * down, the cluster without a quorum) waits 400 ms doubling to 5 s.
  */
