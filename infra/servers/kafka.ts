@@ -77,7 +77,15 @@ export function kafkaDef(port: number, node: KafkaNode = singleKafkaNode(port), 
           '--ignore-formatted',
         ]);
       }
-      const jvm = [`-Xms${node.heap}`, `-Xmx${node.heap}`, '-XX:+UseG1GC', '-XX:MaxGCPauseMillis=20'];
+      // Every collection and its pause beside the server's log, for reading latency tails against.
+      const gcLog = path.join(path.dirname(paths.log), `${path.basename(paths.log, '.log')}-gc.log`);
+      const jvm = [
+        `-Xms${node.heap}`,
+        `-Xmx${node.heap}`,
+        '-XX:+UseG1GC',
+        '-XX:MaxGCPauseMillis=20',
+        `-Xlog:gc:file=${gcLog}:time,uptime:filecount=3,filesize=10m`,
+      ];
       const args = [
         ...jvm,
         '-Djava.awt.headless=true',

@@ -21,17 +21,21 @@
  *                 ordered subscriptions have earlier deliveries of the same entity to wait for
  *   --built       the services are already in dist/ (a caller built them); --no-ceiling skips the loopback ceiling
  *   --tracing     the router and dispatcher export traces (OTLP) to a local collector stand-in: the cost of tracing
+ *   --receipts F  also writes each measured first receipt to F (JSON: [receipt epoch ms, latency ms, delivery id]), to lay
+ *                 the slow ones against other logs' timestamps (the servers' GC logs, say)
  *   --retry-delays L  the retry tiers (WEBHOOK_RETRY_DELAYS; default 1s,2s, or 1s,1h with --backlog). Each tier is a
  *                 topic the dispatcher's consumer fetches, so production's nine (1m,2m,…,4h) cost it more per delivery
  * `--ordered` compares runs with and without ordered subscriptions (test/bench/ordered-bench.ts).
  */
 import { blankSubscription } from '../../core/subscriptions/subscription.ts';
 import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { Worker } from 'node:worker_threads';
 import { connectCassandra } from '../../core/cassandra.ts';
 import { loadConfig, requireSecrets } from '../../core/config.ts';
 import { createKafka, Publisher } from '../../core/kafka.ts';
@@ -49,6 +53,7 @@ import { benchEnv, rssMb } from './bench-env.ts';
 import { ceilingOf, formatCeiling, fractionOfCeiling, measureLoopbackCeiling } from './loopback-ceiling.ts';
 import { formatRuntime, formatStage, scrapeStages } from './stage-histograms.ts';
 import { CpuMeter, formatCpu, localServerPids } from './process-cpu.ts';
+import type { ReceiverReport, Receipt, ToReceiver } from './receiver-worker.ts';
 
 // `--mix`: the isolation mix (test/bench/mix-bench.ts), a bench of its own with its own options.
 if (process.argv.includes('--mix')) {
@@ -89,6 +94,7 @@ const { values } = parseArgs({
     tsx: { type: 'boolean', default: false },
     tracing: { type: 'boolean', default: false },
     'retry-delays': { type: 'string' },
+    receipts: { type: 'string' },
   },
 });
 const events = Number(values.events);
@@ -185,62 +191,56 @@ const throttledIds = new Set<string>();
 const orderedIds = new Set<string>();
 /** Latencies of the ordered and of the unordered subscriptions' first receipts, apart (with --ordered-share). */
 const byOrdering = { ordered: [] as number[], unordered: [] as number[] };
-/** Epoch ms until which the throttled subscriptions answer 429 (0: not yet, during the warm-up). */
-let throttleUntil = 0;
-const open = new Map<string, number>();
-
-// The receiver: answers at once; a fraction fails (deterministically per request) when asked.
+// The receiver, on a thread of its own (test/bench/receiver-worker.ts): answers at once; a fraction fails when asked,
+// the throttled subscriptions are refused for a while. It stamps each request; the bookkeeping is done here.
 let received = 0;
 let failed = 0;
-const firstReceipt = new Map<string, number>();
+const firstReceipt = new Set<string>();
 const latencies: number[] = [];
+/** [receipt epoch ms, latency ms, delivery id] of each first receipt measured, for --receipts. */
+const timeline: [number, number, string][] = [];
 let firstAt = 0;
 let lastAt = 0;
-// The last delivery as received, replayed by the loopback POST loop so it sends what the dispatcher sent.
-let sample: { headers: IncomingHttpHeaders; body: Buffer } | undefined;
-const receiver = createServer((request, response) => {
-  const chunks: Buffer[] = [];
-  request.on('data', (chunk: Buffer) => chunks.push(chunk));
-  const subscriptionId = String(request.headers['x-webhook-subscription-id']);
-  const throttled = throttledIds.has(subscriptionId);
-  const mine = throttled ? groups.throttled : groups.fast;
-  open.set(subscriptionId, (open.get(subscriptionId) ?? 0) + 1);
-  if (throttled && Date.now() < throttleUntil && Date.now() > throttleUntil - throttleForMs + 2_000) {
-    mine.maxOpen = Math.max(mine.maxOpen, open.get(subscriptionId)!);
-  }
-  response.on('close', () => open.set(subscriptionId, open.get(subscriptionId)! - 1));
-  request.on('end', () => {
-    if (throttled && Date.now() < throttleUntil) {
-      mine.refused += 1;
-      return void response.writeHead(429, { 'retry-after': '2' }).end();
-    }
-    if (failRatio > 0 && Math.random() < failRatio) {
-      failed += 1;
-      return void response.writeHead(500).end();
-    }
-    const now = Date.now();
-    const key = `${request.headers['x-webhook-delivery-id']}`;
-    if (!firstReceipt.has(key)) {
-      firstReceipt.set(key, now);
-      const body = Buffer.concat(chunks);
-      sample = { headers: request.headers, body };
-      const occurredAt = /"occurredAt":"([^"]+)"/.exec(body.toString('utf8'))?.[1];
-      if (occurredAt) latencies.push(now - Date.parse(occurredAt));
-      if (occurredAt) mine.latencies.push(now - Date.parse(occurredAt));
-      if (occurredAt)
-        byOrdering[orderedIds.has(subscriptionId) ? 'ordered' : 'unordered'].push(now - Date.parse(occurredAt));
-      received += 1;
-      firstAt ||= now;
-      lastAt = now;
-      mine.received += 1;
-      mine.firstAt ||= now;
-      mine.lastAt = now;
-    }
-    response.writeHead(204).end();
-  });
+const receiver = new Worker(new URL('./receiver-worker.ts', import.meta.url), { workerData: { failRatio } });
+const toReceiver = (message: ToReceiver) => receiver.postMessage(message);
+const receiverPort = await new Promise<number>((resolve, reject) => {
+  receiver.once('error', reject);
+  receiver.once('message', (message: { port: number }) => resolve(message.port));
 });
-await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+receiver.on('message', (message: Receipt | ReceiverReport) => {
+  if (message.kind !== 'receipt') return;
+  const { deliveryId, subscriptionId, at, occurredAt, answer } = message;
+  const mine = throttledIds.has(subscriptionId) ? groups.throttled : groups.fast;
+  if (answer === 429) mine.refused += 1;
+  if (answer === 500) failed += 1;
+  if (answer !== 204 || firstReceipt.has(deliveryId)) return;
+  firstReceipt.add(deliveryId);
+  if (occurredAt !== undefined) {
+    const latency = at - occurredAt;
+    latencies.push(latency);
+    if (values.receipts) timeline.push([at, latency, deliveryId]);
+    mine.latencies.push(latency);
+    byOrdering[orderedIds.has(subscriptionId) ? 'ordered' : 'unordered'].push(latency);
+  }
+  received += 1;
+  firstAt ||= at;
+  lastAt = at;
+  mine.received += 1;
+  mine.firstAt ||= at;
+  mine.lastAt = at;
+});
+/** The receiver's sample, figures and loop delay, once its receipts so far have been counted here. */
+const receiverReport = () =>
+  new Promise<ReceiverReport>((resolve) => {
+    const listen = (message: Receipt | ReceiverReport) => {
+      if (message.kind !== 'report') return;
+      receiver.off('message', listen);
+      resolve(message);
+    };
+    receiver.on('message', listen);
+    toReceiver({ kind: 'report' });
+  });
+const url = `http://127.0.0.1:${receiverPort}/hooks`;
 
 const db = await connectCassandra(config);
 const store = new SubscriptionStore(db, requireSecrets(config));
@@ -291,7 +291,7 @@ const dispatcher = spawnService(
 const memory: number[] = [];
 /** Each service's /metrics text when the measured run began (after the warm-up). */
 const warmScrapes = new Map<string, string | undefined>();
-// Event-loop delay of this process (receiver and publisher) during the measured run.
+// Event-loop delay of the bench's main thread (the event publisher, the bookkeeping) during the measured run.
 const loopDelay = monitorEventLoopDelay({ resolution: 10 });
 const sampler = setInterval(() => memory.push(rssMb(dispatcher.child.pid!)), 500);
 // CPU of every process of the run (the local servers when their pid files are ours) while the deliveries flow.
@@ -386,23 +386,37 @@ try {
   received = 0;
   firstAt = 0;
   latencies.length = 0;
+  timeline.length = 0;
   byOrdering.ordered.length = 0;
   byOrdering.unordered.length = 0;
   for (const entry of Object.values(groups)) Object.assign(entry, { ...group(), subscriptions: entry.subscriptions });
   loopDelay.enable();
+  toReceiver({ kind: 'measure', on: true });
   cpu.start();
   const started = Date.now();
-  if (throttledIds.size > 0) throttleUntil = started + throttleForMs;
+  if (throttledIds.size > 0) {
+    toReceiver({
+      kind: 'throttle',
+      subscriptionIds: [...throttledIds],
+      until: started + throttleForMs,
+      forMs: throttleForMs,
+    });
+  }
   await publishEvents(events, started);
   console.log(`published ${events} events in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   await publisher.close();
   const deadline = Date.now() + 600_000;
   while (received < expected && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 200));
   // The pipeline's figures, taken before the loopback POST loop adds its own receipts to the receiver's counters.
+  toReceiver({ kind: 'measure', on: false });
+  const report = await receiverReport();
+  groups.throttled.maxOpen = report.maxOpenThrottled;
+  const sample = report.sample && { headers: report.sample.headers, body: Buffer.from(report.sample.body) };
   const delivered = received;
   const cpuLine = formatCpu(cpu.stop(), delivered);
   const failedAnswers = failed;
   const sorted = latencies.slice().sort((a, b) => a - b);
+  if (values.receipts) writeFileSync(values.receipts, JSON.stringify(timeline));
   const seconds = (lastAt - firstAt) / 1000;
   const perSecond = delivered / seconds;
   clearInterval(sampler);
@@ -433,9 +447,14 @@ try {
   const parkedText = await (await fetch(`http://127.0.0.1:${metricsPorts.dispatcher}/metrics`)).text();
   const parkedCount = counterSum(parkedText, 'webhook_records_parked_total(?:\\{[^}]*\\})?');
   const parkedLine = `overflow: ${parkedCount} records parked by the dispatcher (warm-up included)`;
-  // The receiver shares the bench's process with the event publisher: its delays show in the latency too.
+  // The receiver's delays show in the latency (it stamps the receipts); the publisher's in the events' times.
   runtimes.push(
-    formatRuntime('bench: receiver and publisher', {
+    formatRuntime('bench: receiver', {
+      loopDelayP99Ms: report.loopDelayP99Ms,
+      loopDelayMaxMs: report.loopDelayMaxMs,
+      gc: [],
+    }),
+    formatRuntime('bench: publisher', {
       loopDelayP99Ms: Math.max(0, loopDelay.percentile(99) - loopDelay.min) / 1e6,
       loopDelayMaxMs: Math.max(0, loopDelay.max - loopDelay.min) / 1e6,
       gc: [],
@@ -491,7 +510,7 @@ dispatcher RSS: max ${Math.max(...memory).toFixed(0)} MB, last ${memory.at(-1)?.
 } finally {
   clearInterval(sampler);
   await Promise.all([router.stop(), dispatcher.stop()]);
-  receiver.close();
+  await receiver.terminate();
   collector?.close();
   await deprovision(config, logger);
   await servers.stop();
