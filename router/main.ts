@@ -3,6 +3,9 @@ import { startTracing } from '../core/tracing.ts';
 import { createLogger } from '../core/log.ts';
 import { connectPlatform, runUntilSignalled } from '../core/platform.ts';
 import { startRouter } from './router-service.ts';
+import { configureRouterHeap } from './heap.ts';
+
+configureRouterHeap();
 
 const config = loadConfig();
 const logger = createLogger('router', config.logLevel);
