@@ -2,7 +2,7 @@
  * `npm run bench -- --api [--rate 250] [--seconds 30] [--subs 2] [--tenants 10] [--warmup 5] [--patches 100] [--tsx]`
  * The path an integrator sees: the purchase API call that validates an order, to the webhook's arrival at the
  * subscriber. Runs the gateway, a router and a dispatcher as processes (compiled, as production runs them) on a keyspace
- * and topics of their own, the dev identity provider and a receiver in this process; per tenant, `--subs` Hmac
+ * and topics of their own, the dev identity provider and a receiver on a thread of this process; per tenant, `--subs` Hmac
  * subscriptions to purchaseOrder.validated are created through the API (their answers timed, then `--patches` PATCHes
  * of one, timed too: each waits for its change marker's produce). Then `--rate` validations a second (round robin over
  * the tenants) for `--warmup` seconds, not counted, and for `--seconds`. Prints the validate call's p50/p99/max, the
@@ -10,8 +10,6 @@
  * every process and the stages of the gateway (the purchase service's), the router and the dispatcher.
  */
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { connectCassandra } from '../../core/cassandra.ts';
@@ -28,6 +26,7 @@ import type { PublishedEvent } from '../support/purchase.ts';
 import { benchEnv, rssMb } from './bench-env.ts';
 import { benchIdentityProvider, GatewayClients, latencySummary } from './gateway-clients.ts';
 import { CpuMeter, formatCpu, localServerPids } from './process-cpu.ts';
+import { startReceiverThread } from './receiver-thread.ts';
 import { formatRuntime, formatStage, scrapeStages } from './stage-histograms.ts';
 
 const { values } = parseArgs({
@@ -52,23 +51,17 @@ const patches = Number(values.patches);
 const summary = (figures: number[]) => latencySummary(figures, 1, true);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// The receiver: when each (order, subscription) first arrived.
+// The receiver, on a thread of its own (test/bench/receiver-worker.ts), so that the clients' work here does not delay
+// its stamps: when each (order, subscription) first arrived.
 const receivedAt = new Map<string, number>();
 let requests = 0;
-const receiver = createServer((request, response) => {
-  const chunks: Buffer[] = [];
-  request.on('data', (chunk: Buffer) => chunks.push(chunk));
-  request.on('end', () => {
-    const at = performance.timeOrigin + performance.now();
-    requests += 1;
-    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { entityId: string; subscriptionId: string };
-    const key = `${body.entityId}/${body.subscriptionId}`;
-    if (!receivedAt.has(key)) receivedAt.set(key, at);
-    response.writeHead(204).end();
-  });
+const receiver = await startReceiverThread();
+receiver.onReceipt(({ entityId, subscriptionId, at }) => {
+  requests += 1;
+  const key = `${entityId}/${subscriptionId}`;
+  if (!receivedAt.has(key)) receivedAt.set(key, at);
 });
-await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+const receiverUrl = receiver.url;
 
 if (!values.tsx) buildServices((line) => console.log(line));
 const servers = await ensureServers({ root: path.join(repoRoot, '.local'), progress: (line) => console.log(line) });
@@ -274,7 +267,7 @@ gateway RSS ${rssMb(gateway.child.pid!).toFixed(0)} MB`);
   await Promise.all(services.map((service) => service.stop()));
   await idp.close();
   await db.shutdown();
-  receiver.close();
+  await receiver.stop();
   await deprovision(config, logger);
   await servers.stop();
 }

@@ -35,7 +35,6 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Worker } from 'node:worker_threads';
 import { connectCassandra } from '../../core/cassandra.ts';
 import { loadConfig, requireSecrets } from '../../core/config.ts';
 import { createKafka, Publisher } from '../../core/kafka.ts';
@@ -53,7 +52,7 @@ import { benchEnv, rssMb } from './bench-env.ts';
 import { ceilingOf, formatCeiling, fractionOfCeiling, measureLoopbackCeiling } from './loopback-ceiling.ts';
 import { formatRuntime, formatStage, scrapeStages } from './stage-histograms.ts';
 import { CpuMeter, formatCpu, localServerPids } from './process-cpu.ts';
-import type { ReceiverReport, Receipt, ToReceiver } from './receiver-worker.ts';
+import { startReceiverThread } from './receiver-thread.ts';
 
 // `--mix`: the isolation mix (test/bench/mix-bench.ts), a bench of its own with its own options.
 if (process.argv.includes('--mix')) {
@@ -201,15 +200,11 @@ const latencies: number[] = [];
 const timeline: [number, number, string][] = [];
 let firstAt = 0;
 let lastAt = 0;
-const receiver = new Worker(new URL('./receiver-worker.ts', import.meta.url), { workerData: { failRatio } });
-const toReceiver = (message: ToReceiver) => receiver.postMessage(message);
-const receiverPort = await new Promise<number>((resolve, reject) => {
-  receiver.once('error', reject);
-  receiver.once('message', (message: { port: number }) => resolve(message.port));
-});
-receiver.on('message', (message: Receipt | ReceiverReport) => {
-  if (message.kind !== 'receipt') return;
-  const { deliveryId, subscriptionId, at, occurredAt, answer } = message;
+const receiver = await startReceiverThread(failRatio);
+const toReceiver = receiver.send;
+receiver.onReceipt(({ deliveryId, subscriptionId, at: preciseAt, occurredAt, answer }) => {
+  // Whole milliseconds, as the events' occurredAt.
+  const at = Math.round(preciseAt);
   const mine = throttledIds.has(subscriptionId) ? groups.throttled : groups.fast;
   if (answer === 429) mine.refused += 1;
   if (answer === 500) failed += 1;
@@ -229,18 +224,7 @@ receiver.on('message', (message: Receipt | ReceiverReport) => {
   mine.firstAt ||= at;
   mine.lastAt = at;
 });
-/** The receiver's sample, figures and loop delay, once its receipts so far have been counted here. */
-const receiverReport = () =>
-  new Promise<ReceiverReport>((resolve) => {
-    const listen = (message: Receipt | ReceiverReport) => {
-      if (message.kind !== 'report') return;
-      receiver.off('message', listen);
-      resolve(message);
-    };
-    receiver.on('message', listen);
-    toReceiver({ kind: 'report' });
-  });
-const url = `http://127.0.0.1:${receiverPort}/hooks`;
+const { url } = receiver;
 
 const db = await connectCassandra(config);
 const store = new SubscriptionStore(db, requireSecrets(config));
@@ -409,7 +393,7 @@ try {
   while (received < expected && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 200));
   // The pipeline's figures, taken before the loopback POST loop adds its own receipts to the receiver's counters.
   toReceiver({ kind: 'measure', on: false });
-  const report = await receiverReport();
+  const report = await receiver.report();
   groups.throttled.maxOpen = report.maxOpenThrottled;
   const sample = report.sample && { headers: report.sample.headers, body: Buffer.from(report.sample.body) };
   const delivered = received;
@@ -510,7 +494,7 @@ dispatcher RSS: max ${Math.max(...memory).toFixed(0)} MB, last ${memory.at(-1)?.
 } finally {
   clearInterval(sampler);
   await Promise.all([router.stop(), dispatcher.stop()]);
-  await receiver.terminate();
+  await receiver.stop();
   collector?.close();
   await deprovision(config, logger);
   await servers.stop();

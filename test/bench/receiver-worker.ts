@@ -9,7 +9,7 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { parentPort, workerData } from 'node:worker_threads';
 
 /** What the main thread sends: the throttled subscriptions and until when they refuse, or a question. */
@@ -23,10 +23,12 @@ export interface Receipt {
   kind: 'receipt';
   deliveryId: string;
   subscriptionId: string;
-  /** Epoch ms when the request's body had arrived. */
+  /** Epoch ms (with a fraction) when the request's body had arrived. */
   at: number;
   /** The event's occurredAt from the body (epoch ms), when it had one. */
   occurredAt: number | undefined;
+  /** The event's entityId from the body, when it had one. */
+  entityId: string | undefined;
   answer: 204 | 429 | 500;
 }
 
@@ -63,19 +65,30 @@ const server = createServer((request, response) => {
   }
   response.on('close', () => open.set(subscriptionId, open.get(subscriptionId)! - 1));
   request.on('end', () => {
-    const at = Date.now();
+    const at = performance.timeOrigin + performance.now();
     const deliveryId = String(request.headers['x-webhook-delivery-id']);
     const answer = refusing && at < throttleUntil ? 429 : failRatio > 0 && Math.random() < failRatio ? 500 : 204;
     let occurredAt: number | undefined;
+    let entityId: string | undefined;
     if (answer === 204) {
       const body = Buffer.concat(chunks);
       sample = { headers: request.headers, body };
-      const match = /"occurredAt":"([^"]+)"/.exec(body.toString('utf8'));
-      occurredAt = match ? Date.parse(match[1]!) : undefined;
+      const text = body.toString('utf8');
+      const occurred = /"occurredAt":"([^"]+)"/.exec(text)?.[1];
+      occurredAt = occurred === undefined ? undefined : Date.parse(occurred);
+      entityId = /"entityId":"([^"]+)"/.exec(text)?.[1];
     }
     if (answer === 429) response.writeHead(429, { 'retry-after': '2' }).end();
     else response.writeHead(answer).end();
-    port.postMessage({ kind: 'receipt', deliveryId, subscriptionId, at, occurredAt, answer } satisfies Receipt);
+    port.postMessage({
+      kind: 'receipt',
+      deliveryId,
+      subscriptionId,
+      at,
+      occurredAt,
+      entityId,
+      answer,
+    } satisfies Receipt);
   });
 });
 
