@@ -10,7 +10,7 @@ describe("the router's heap", () => {
   });
 
   it('is a flag this Node accepts at run time (NODE_OPTIONS refuses it, so the router sets it itself)', () => {
-    // An unknown V8 flag is ignored with a warning on stderr, so a renamed one would leave the router as before.
+    // V8 ignores a flag it does not know, saying so on stderr only: a renamed one would leave the router as before.
     const run = spawnSync(process.execPath, [
       '-e',
       `require('node:v8').setFlagsFromString('--heap-growing-percent=${ROUTER_HEAP_GROWING_PERCENT}')`,

@@ -9,8 +9,9 @@ import v8 from 'node:v8';
  * collection, about 2.2 times the 30-32 MB the router keeps, leaves less than that: so it marked again at once, and the
  * router ran a full collection (a 4-10 ms pause, and marking steps of up to 12 ms) every 2 s whatever it allocated,
  * 14-26 in a 40-80 s run at 500 deliveries/s. With a factor of 4 it runs one when its old generation has grown by
- * about 48 MB of promoted garbage (about 0.3 MB a second at that pace), every 20 s or more: 4-5 in 80 s, for about 20 MB
- * more resident memory (router RSS at most 252 against 231 MB). README "Benchmarks" has the pairs measured.
+ * about 48 MB of promoted garbage (about 0.3 MB a second at that pace), every 20 s or more: 2-5 in 40-80 s. Its price
+ * is memory: the router's RSS at 500 and 1,000/s was 246-256 MB against 183-248 MB, and as fast as possible 358-360
+ * against 345-347 MB (the chart's limit is 512 MiB). README "Benchmarks" has the pairs measured.
  */
 export const ROUTER_HEAP_GROWING_PERCENT = 300;
 

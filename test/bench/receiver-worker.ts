@@ -1,7 +1,8 @@
 /**
- * The pipeline bench's receiver, on a thread of its own (test/bench/bench.ts starts it). In the bench's main thread it
- * shared an event loop and a heap with the event publisher and the bench's bookkeeping: their work and their garbage
- * collections delayed the receipts' timestamps, which a subscriber's receiver, a process of its own, does not see.
+ * The benches' receiver, on a thread of its own (test/bench/receiver-thread.ts starts it). In the bench's main thread it
+ * shared an event loop and a heap with the event publisher (or the API clients) and the bench's bookkeeping: their work
+ * and their garbage collections delayed the receipts' timestamps, which a subscriber's receiver, a process of its own,
+ * does not see.
  * Here it only answers and stamps each request, and posts what it saw to the main thread, which does the rest.
  *
  * Answers 204 at once; 500 for a fraction `failRatio` of requests; 429 (Retry-After: 2) for the throttled subscriptions
