@@ -16,10 +16,9 @@ import { FairSlots } from './fair-slots.ts';
 import { javaPartitioner, partitionOf } from './partitioner.ts';
 import { patchOffsetCoordinator } from './kafkajs-offset-coordinator.ts';
 import { patchHeartbeatCoordinator } from './kafkajs-heartbeat-coordinator.ts';
-import { patchFetchLeader } from './kafkajs-fetch-leader.ts';
+import { kafkajsErrorFromCode, patchFetchLeader } from './kafkajs-fetch-leader.ts';
 import { patchRequestQueue } from './kafkajs-request-queue.ts';
 import type { Logger } from './log.ts';
-import { kafkajsErrorFromCode } from './kafkajs-fetch-leader.ts';
 import type { ConsumerMetrics } from './metrics.ts';
 import { backoffDelay, RecoveryBackoff } from './recovery-backoff.ts';
 
