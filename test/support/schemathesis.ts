@@ -90,3 +90,41 @@ export async function runSchemathesis(args: string[], env: Record<string, string
     rmSync(scratch, { recursive: true, force: true });
   }
 }
+
+/** A request body of one operation, as schemathesis would generate it for a valid ("positive") case. */
+export interface GeneratedRequest {
+  operationId: string;
+  body: Record<string, unknown>;
+}
+
+/** Python that passes each request of stdin's JSON list through the hooks' before_call, as schemathesis would. */
+const APPLY_HOOKS = `
+import json, sys
+from types import SimpleNamespace as NS
+sys.path.insert(0, sys.argv[1])
+import schemathesis_hooks
+out = []
+for request in json.load(sys.stdin):
+    case = NS(meta=NS(generation=NS(mode=NS(is_positive=True))), query=None, body=request["body"],
+              operation=NS(definition=NS(raw={"operationId": request["operationId"]})))
+    schemathesis_hooks.before_call(None, case, {})
+    out.append(case.body)
+print(json.dumps(out))
+`;
+
+/** The bodies the hooks make of `requests` (valid cases), to send them to the API as the contract run would. */
+export async function applyHooks(requests: GeneratedRequest[]): Promise<Record<string, unknown>[]> {
+  await ensureSchemathesis();
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      path.join(venv, 'bin', 'python'),
+      ['-c', APPLY_HOOKS, path.dirname(HOOKS)],
+      { env: { ...process.env, CONTRACT_ITEM_ID: '' } },
+      (error, stdout, stderr) => {
+        if (error) reject(new Error(`the hooks failed: ${stderr || error.message}`));
+        else resolve(JSON.parse(stdout) as Record<string, unknown>[]);
+      },
+    );
+    child.stdin?.end(JSON.stringify(requests));
+  });
+}

@@ -20,6 +20,8 @@ PUBLIC_HOSTS = ["93.184.216.34", "8.8.8.8", "1.1.1.1", "[2606:4700:4700::1111]"]
 URL = re.compile(r"^(https?://)([^/?#\[:]+|\[[^\]]*\])(.*)$", re.DOTALL)
 MAX_URL_LENGTH = 2048
 ITEM_ID = os.environ.get("CONTRACT_ITEM_ID", "")
+# The purchase catalogue's event types (producer/catalogue-publisher.ts), whose payloads the filters below are valid for.
+PURCHASE_TYPES = ["purchaseOrder.validated", "purchaseOrder.cancelled", "purchaseOrder.sent"]
 # Valid for every event type of the purchase catalogue, chosen by the generated filter's size (a few shapes); the
 # first alone for a subscription to operational events only.
 FILTERS = [
@@ -49,6 +51,20 @@ def _instant(text):
         return None
 
 
+def _matches(pattern, event_type):
+    """core/event-types.ts matchesEventType for a purchase type: `*` is one whole segment."""
+    wanted, actual = pattern.split("."), event_type.split(".")
+    return len(wanted) == len(actual) and all(w in ("*", a) for w, a in zip(wanted, actual))
+
+
+def _subscribes_to_purchase(event_types):
+    return isinstance(event_types, list) and any(
+        isinstance(pattern, str) and _matches(pattern, event_type)
+        for pattern in event_types
+        for event_type in PURCHASE_TYPES
+    )
+
+
 def _is_positive(case):
     return case.meta is not None and case.meta.generation.mode.is_positive
 
@@ -67,16 +83,17 @@ def before_call(context, case, kwargs):
             body["url"] = _public(body["url"])
         if isinstance(body.get("oauth2"), dict) and "tokenUrl" in body["oauth2"]:
             body["oauth2"]["tokenUrl"] = _public(body["oauth2"]["tokenUrl"])
+        # Payload paths only where the request subscribes to a purchase type: the operational events (subscription.*,
+        # delivery.abandoned) have payloads of their own, and an update without eventTypes keeps the stored ones
+        # (which an earlier request of the run may have set to operational types only).
+        purchase = _subscribes_to_purchase(body.get("eventTypes"))
         if isinstance(body.get("filter"), dict):
-            # Payload paths only where the request subscribes to a purchase type: the operational events (subscription.*,
-            # delivery.abandoned) have payloads of their own, and an update without eventTypes keeps the stored ones
-            # (which an earlier request of the run may have set to operational types only).
-            purchase = isinstance(body.get("eventTypes"), list) and any(
-                isinstance(pattern, str) and pattern.split(".")[0] in ("purchaseOrder", "*")
-                for pattern in body["eventTypes"]
-            )
             choices = FILTERS if purchase else FILTERS[:1]
             body["filter"] = choices[len(body["filter"]) % len(choices)]
+        elif operation_id == "updateSubscription" and "eventTypes" in body and "filter" not in body and not purchase:
+            # The server judges the stored filter again when the types change (400 where a payload path is in none of
+            # the new types' schemas): a client moving a subscription to operational events only clears its filter.
+            body["filter"] = FILTERS[0]
     # A bulk replay's or a history listing's `to` is after its `from` (400 otherwise, as the documents say): a drawn
     # `to` that is not is left out.
     ranged = body if operation_id == "createReplayJob" else case.query if operation_id == "listDeliveries" else None
