@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { repoRoot } from '../../infra/processes.ts';
+import { PURCHASE_EVENT_TYPES } from '../../producer/catalogue-publisher.ts';
 
 /** Pinned: the checks, flags and summary wording change between releases (v4 reworked the CLI). */
 export const SCHEMATHESIS_VERSION = '4.32.5';
@@ -37,6 +38,8 @@ export interface SchemathesisRun {
 
 /** The hooks giving valid requests what no schema can state (a public host, a tenant's item): see the file. */
 const HOOKS = path.join(repoRoot, 'test', 'support', 'schemathesis_hooks.py');
+/** What the hooks read besides the caller's env: the purchase catalogue's event types, whose payloads their filters fit. */
+const HOOKS_ENV = { CONTRACT_PURCHASE_TYPES: PURCHASE_EVENT_TYPES.map((type) => type.eventType).join(',') };
 
 /**
  * Each run starts from nothing: no failure cache and no example database carried over from an earlier run (they would
@@ -68,7 +71,7 @@ export async function runSchemathesis(args: string[], env: Record<string, string
     return await new Promise((resolve, reject) => {
       const child = spawn(executable, ['--config-file', config, 'run', ...args], {
         cwd: scratch,
-        env: { ...process.env, NO_COLOR: '1', COLUMNS: '160', SCHEMATHESIS_HOOKS: HOOKS, ...env },
+        env: { ...process.env, NO_COLOR: '1', COLUMNS: '160', SCHEMATHESIS_HOOKS: HOOKS, ...HOOKS_ENV, ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let output = '';
@@ -119,7 +122,7 @@ export async function applyHooks(requests: GeneratedRequest[]): Promise<Record<s
     const child = execFile(
       path.join(venv, 'bin', 'python'),
       ['-c', APPLY_HOOKS, path.dirname(HOOKS)],
-      { env: { ...process.env, CONTRACT_ITEM_ID: '' } },
+      { env: { ...process.env, ...HOOKS_ENV } },
       (error, stdout, stderr) => {
         if (error) reject(new Error(`the hooks failed: ${stderr || error.message}`));
         else resolve(JSON.parse(stdout) as Record<string, unknown>[]);

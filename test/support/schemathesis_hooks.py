@@ -20,8 +20,9 @@ PUBLIC_HOSTS = ["93.184.216.34", "8.8.8.8", "1.1.1.1", "[2606:4700:4700::1111]"]
 URL = re.compile(r"^(https?://)([^/?#\[:]+|\[[^\]]*\])(.*)$", re.DOTALL)
 MAX_URL_LENGTH = 2048
 ITEM_ID = os.environ.get("CONTRACT_ITEM_ID", "")
-# The purchase catalogue's event types (producer/catalogue-publisher.ts), whose payloads the filters below are valid for.
-PURCHASE_TYPES = ["purchaseOrder.validated", "purchaseOrder.cancelled", "purchaseOrder.sent"]
+# The purchase catalogue's event types (producer/catalogue-publisher.ts, passed by test/support/schemathesis.ts), whose
+# payloads the filters below are valid for.
+PURCHASE_TYPES = os.environ["CONTRACT_PURCHASE_TYPES"].split(",")
 # Valid for every event type of the purchase catalogue, chosen by the generated filter's size (a few shapes); the
 # first alone for a subscription to operational events only.
 FILTERS = [
