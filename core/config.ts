@@ -75,8 +75,22 @@ export interface Config {
    * sweep leaves a row just committed to the relay of the gateway that committed it (OutboxRelayOptions.peerGraceMs).
    */
   readonly purchase: { readonly outboxRelay: boolean; readonly sweepGraceMs: number };
-  /** Events the router routes at once: with a store write taking tens of ms under load, this caps its throughput. */
-  readonly router: { readonly maxInFlight: number };
+  readonly router: {
+    /** Events the router routes at once: with a store write taking tens of ms under load, this caps its throughput. */
+    readonly maxInFlight: number;
+    /**
+     * How far V8 lets the router's old generation grow past what survived its last full collection before the next
+     * one, in percent (ROUTER_HEAP_GROWTH_PERCENT; V8's --heap-growing-percent, set by core/heap-growth.ts); 0 leaves
+     * V8's own factor. The router runs with 32 MB semi-spaces (infra/processes.ts), and V8 starts marking the old
+     * generation as soon as what is left below its limit is less than the young generation's capacity: with its own
+     * factor the limit after a full collection (about 2.2 times the 30-32 MB the router keeps) left less than that, so
+     * the router ran a full collection (a 4-10 ms pause, marking steps of up to 12 ms) every 2 s whatever it allocated,
+     * 14-26 in a 40-80 s run at 500 deliveries/s. With 300 (a factor of 4) it runs one when about 48 MB of promoted
+     * garbage has gathered, every 20 s or more. Its price is memory: RSS 246-256 MB at 500 and 1,000/s against 183-248
+     * MB, 358-360 against 345-347 MB as fast as possible (the chart's limit is 512 MiB); README "Benchmarks".
+     */
+    readonly heapGrowthPercent: number;
+  };
   readonly dispatcher: {
     /**
      * The dispatcher's slots (DISPATCHER_MAX_IN_FLIGHT): deliveries it works on at once. A delivery holds one for the
@@ -257,7 +271,10 @@ export function loadConfig(env: Env = process.env): Config {
       outboxRelay: read.boolean('PURCHASE_OUTBOX_RELAY', true),
       sweepGraceMs: read.integer('PURCHASE_OUTBOX_SWEEP_GRACE_MS', 1_000, 0, 3_600_000),
     },
-    router: { maxInFlight: read.integer('ROUTER_MAX_IN_FLIGHT', 200, 1, 100_000) },
+    router: {
+      maxInFlight: read.integer('ROUTER_MAX_IN_FLIGHT', 200, 1, 100_000),
+      heapGrowthPercent: read.integer('ROUTER_HEAP_GROWTH_PERCENT', 300, 0, 1_000),
+    },
     dispatcher: {
       maxInFlight: dispatcherSlots,
       maxInFlightPerTenant: read.integer(

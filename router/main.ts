@@ -2,13 +2,12 @@ import { loadConfig } from '../core/config.ts';
 import { startTracing } from '../core/tracing.ts';
 import { createLogger } from '../core/log.ts';
 import { connectPlatform, runUntilSignalled } from '../core/platform.ts';
+import { setHeapGrowth } from '../core/heap-growth.ts';
 import { startRouter } from './router-service.ts';
-import { configureRouterHeap } from './heap.ts';
-
-configureRouterHeap();
 
 const config = loadConfig();
 const logger = createLogger('router', config.logLevel);
+setHeapGrowth(config.router.heapGrowthPercent);
 runUntilSignalled(logger, async () => {
   const platform = await connectPlatform(config, logger, 'router');
   const traces = await startTracing(config.tracing, 'router', logger);
