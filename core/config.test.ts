@@ -69,7 +69,7 @@ describe('loadConfig defaults (DESIGN §4, §5, §9)', () => {
     expect(loadConfig({ GATEWAY_DEPENDENCY_TIMEOUT: '2s' }).gateway.dependencyTimeoutMs).toBe(2_000);
     expect(config.gateway.requestBudgetMs).toBe(10_000);
     expect(loadConfig({ GATEWAY_REQUEST_BUDGET: '3s' }).gateway.requestBudgetMs).toBe(3_000);
-    expect([config.gateway.degradedBudgetMs, config.gateway.degradedWindowMs]).toEqual([1_500, 10_000]);
+    expect([config.gateway.degradedBudgetMs, config.gateway.degradedWindowMs]).toEqual([1_000, 10_000]);
     const degraded = loadConfig({ GATEWAY_DEGRADED_BUDGET: '2s', GATEWAY_DEGRADED_WINDOW: '1m' }).gateway;
     expect([degraded.degradedBudgetMs, degraded.degradedWindowMs]).toEqual([2_000, 60_000]);
     expect(loadConfig({ ROUTER_MAX_IN_FLIGHT: '250' }).router.maxInFlight).toBe(250);

@@ -244,7 +244,7 @@ export function loadConfig(env: Env = process.env): Config {
       port: read.integer('GATEWAY_PORT', Number(gatewayUrl.port || 80), 0, 65535),
       dependencyTimeoutMs: read.duration('GATEWAY_DEPENDENCY_TIMEOUT', '1500ms'),
       requestBudgetMs: read.duration('GATEWAY_REQUEST_BUDGET', '10s'),
-      degradedBudgetMs: read.duration('GATEWAY_DEGRADED_BUDGET', '1500ms'),
+      degradedBudgetMs: read.duration('GATEWAY_DEGRADED_BUDGET', '1s'),
       degradedWindowMs: read.duration('GATEWAY_DEGRADED_WINDOW', '10s'),
     },
     auth: {

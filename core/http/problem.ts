@@ -56,7 +56,7 @@ export function installErrorHandler(app: FastifyInstance): void {
     }
     if (error instanceof DependencyUnavailableError || isUnreachable(error)) {
       // Cassandra or Kafka is down or frozen: answer now, never hang; the same request succeeds once it is back.
-      request.log.warn({ err: error }, 'dependency unavailable');
+      request.log.warn({ err: error, elapsedMs: Math.round(reply.elapsedTime) }, 'dependency unavailable');
       const detail =
         error instanceof DependencyUnavailableError
           ? error.message

@@ -33,8 +33,9 @@
  *   kafka-quorum       kill -9 of two of the three brokers, restarted --broker-down s later
  * The servers are shared: whatever is killed or frozen is restored in a finally and on SIGINT/SIGTERM.
  * Prints one Markdown table row per fault: delivered/expected, duplicates, time to recover, API answers during it.
- * --json F also writes the rows to F, --receipts F every receipt (event, entity, subscription, time), --log-level the
- * services' (warn). Exits 1 when a delivery was lost, a fault could not be run or the suite failed.
+ * --json F also writes the rows to F, --receipts F every receipt (event, entity, subscription, time), --answers F every
+ * validation's answer (fault, order, time sent, milliseconds, outcome), --log-level the services' (warn). Exits 1 when
+ * a delivery was lost, a fault could not be run or the suite failed.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -64,7 +65,15 @@ import {
 import { Tools } from '../../infra/servers/download.ts';
 import { topicNames } from '../../core/topics.ts';
 import type { Supervisor } from '../../infra/supervisor.ts';
-import { GatewayPool, Receivers, phaseFigures, steadyLoad, type PhaseFigures, type PhaseTimes } from './load.ts';
+import {
+  GatewayPool,
+  Receivers,
+  phaseFigures,
+  steadyLoad,
+  type Answer,
+  type PhaseFigures,
+  type PhaseTimes,
+} from './load.ts';
 import { cannotCut, droppedPackets } from './network-cut.ts';
 import {
   cutServer,
@@ -120,6 +129,7 @@ const { values } = parseArgs({
     json: { type: 'string' },
     'log-level': { type: 'string', default: 'warn' },
     receipts: { type: 'string' },
+    answers: { type: 'string' },
   },
 });
 const cluster = values.cluster;
@@ -207,6 +217,8 @@ say(
 await provision(loadConfig(env), logger);
 
 const receivers = new Receivers();
+/** Every phase's answers, for --answers. */
+const allAnswers: ({ fault: string } & Answer)[] = [];
 const supervisors = new Map<string, Supervisor>();
 const restarts: string[] = [];
 const readyUrls = new Map<string, string>();
@@ -818,6 +830,7 @@ try {
     }
     await sleep(2_000); // late duplicates
     const figures = phaseFigures(answers, receivers, subscriptionIds, times, rate);
+    if (values.answers) allAnswers.push(...answers.map((answer) => ({ fault, ...answer })));
     const serversAfter = await serverPids();
     // The servers are shared: one restarted by someone else during the phase makes its figures doubtful.
     const target = fault === 'kafka' ? 'kafka' : fault === 'registry' ? 'apicurio' : '';
@@ -861,6 +874,7 @@ try {
   await restoreAll(say);
   await cleanup();
   if (values.receipts) writeFileSync(values.receipts, JSON.stringify(receivers.receipts));
+  if (values.answers) writeFileSync(values.answers, JSON.stringify(allAnswers));
 }
 
 /** First receipts per second of the phase's orders, from `from` on. */
