@@ -2,7 +2,7 @@
 // makes, each of which also has its own bound (GATEWAY_DEPENDENCY_TIMEOUT): a validation makes several Cassandra
 // requests one after another, and a bound on each alone let a call wait a multiple of it.
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DependencyUnavailableError } from './errors.ts';
 
 /**
@@ -167,8 +167,9 @@ export class RequestBudget {
  * or one whose bound ran out while it had the normal budget. A request that ran out of the degraded budget does not
  * prolong it: a call that is slow even when all is well (a 5,000-row order) and is retried would otherwise keep the
  * degraded budget, and its own 503s, going for ever.
- * The callback-style preHandler calls the rest (later hooks, then the handler) inside `done`, so whatever they await
- * carries it.
+ * The callback-style hooks call the rest (later hooks, then the handler) inside `done`, so whatever they await carries
+ * it: from onRequest, so that the hooks before the handler (authentication's directory lookup) are bounded too, and
+ * again from preHandler, since a body read from the socket in between is not awaited in that context.
  */
 export function installRequestBudget(
   app: FastifyInstance,
@@ -176,10 +177,19 @@ export function installRequestBudget(
   isUnreachable: (error: Error) => boolean,
 ): void {
   const degraded = new WeakSet<object>();
-  app.addHook('preHandler', (request, reply, done) => {
-    if (budget.degraded) degraded.add(request);
-    withinBudget(budget.ms - reply.elapsedTime, done, budget.limitFrom(Date.now() - reply.elapsedTime));
-  });
+  // The budget each request arrived with: the same from both hooks, though a window may open between them.
+  const given = new WeakMap<object, number>();
+  const run = (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+    let ms = given.get(request);
+    if (ms === undefined) {
+      ms = budget.ms;
+      given.set(request, ms);
+      if (budget.degraded) degraded.add(request);
+    }
+    withinBudget(ms - reply.elapsedTime, done, budget.limitFrom(Date.now() - reply.elapsedTime));
+  };
+  app.addHook('onRequest', run);
+  app.addHook('preHandler', run);
   app.addHook('onError', async (request, _reply, error) => {
     const ranOut = error instanceof DependencyUnavailableError && !degraded.has(request);
     if (ranOut || isUnreachable(error)) budget.failed();

@@ -6,6 +6,9 @@ import fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/identity-provider.ts';
 import type { Registration as IntegratorRegistration } from '../integrators/integrator-store.ts';
+import { installRequestBudget, RequestBudget } from '../budget.ts';
+import { isUnreachable } from '../cassandra.ts';
+import { installErrorHandler } from '../http/problem.ts';
 import { authPlugin, type AuthPluginOptions, type IntegratorDirectory } from './fastify-auth.ts';
 import { AuthError, createTokenVerifier, type AuthSettings } from './verifier.ts';
 
@@ -296,5 +299,39 @@ describe('authPlugin', () => {
     const response = await app.inject({ url: '/x' });
     expect(response.statusCode).toBe(401);
     expect(response.json()).toMatchObject({ detail: 'nope' });
+  });
+
+  it("answers 503 within the request's budget while the directory's lookup, shared by the requests waiting, hangs", async () => {
+    // As the gateway has them: the budget installed on the root, the plugin inside the API's context. Under Cassandra's
+    // quorum loss the shared lookup waited for the driver's own bound (1.5 s) and every request with it, whatever its
+    // budget (1 s while the API is degraded).
+    let lookups = 0;
+    const slow: IntegratorDirectory = {
+      async registrationOf() {
+        lookups += 1;
+        await new Promise((resolve) => setTimeout(resolve, 2_000));
+        return { tenantId: 'tenant-a', access: 'read-write' };
+      },
+    };
+    const app = fastify();
+    installErrorHandler(app);
+    installRequestBudget(app, new RequestBudget(300, 300, 10_000), isUnreachable);
+    await app.register(
+      async (api) => {
+        await api.register(authPlugin, { api: 'webhook', verifier: createTokenVerifier(settings), integrators: slow });
+        api.get('/me', async (request) => request.principal);
+      },
+      { prefix: '/api' },
+    );
+    await app.ready();
+    const started = Date.now();
+    const answers = await Promise.all([1, 2].map(() => app.inject({ url: '/api/me', headers: bearer('client-a') })));
+    const elapsed = Date.now() - started;
+    expect(answers.map((answer) => answer.statusCode)).toEqual([503, 503]);
+    expect(answers[0]!.json()).toMatchObject({ status: 503, detail: expect.stringMatching(/Cassandra/) });
+    expect(answers[0]!.headers['retry-after']).toBeDefined();
+    expect(elapsed).toBeLessThan(1_500);
+    expect(lookups).toBe(1);
+    await app.close();
   });
 });

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
+import { settleWithin } from '../budget.ts';
 import type { ApiName, Registration as IntegratorRegistration } from '../integrators/integrator-store.ts';
 import { AuthError, type Principal } from './verifier.ts';
 
@@ -52,7 +53,11 @@ const auth: FastifyPluginAsync<AuthPluginOptions> = async (app, opts) => {
       const challenge = error.code === 'TOKEN_MISSING' ? 'Bearer' : 'Bearer error="invalid_token"';
       return sendProblem(reply.header('www-authenticate', challenge), 401, 'Unauthorized', error.message);
     }
-    const registration = await registrationOf(principal.clientId);
+    // A lookup under way is shared by the requests of one client that wait for it, and bounded by the driver's own
+    // timeout alone: each waits no longer than its budget (budget.ts), 503 past it, as for any call to Cassandra.
+    const lookup = registrationOf(principal.clientId);
+    const registration =
+      'known' in lookup ? lookup.known : await settleWithin(lookup.pending, Number.POSITIVE_INFINITY, 'Cassandra');
     if (registration === undefined) {
       const detail = `client ${principal.clientId} is not registered as an integrator of the ${opts.api} API`;
       return sendProblem(reply, 403, 'Forbidden', detail);
@@ -80,27 +85,39 @@ function sendProblem(reply: FastifyReply, status: 401 | 403, title: string, deta
     .send(JSON.stringify({ type: 'about:blank', title, status, detail }));
 }
 
+/** What a lookup gives: the registration once known (a cache hit), else the lookup under way. */
+type Lookup = { known: IntegratorRegistration | undefined } | { pending: Promise<IntegratorRegistration | undefined> };
+
 /** A short-lived, bounded cache in front of the directory; concurrent lookups of one client share one call. */
-function cachedLookup(opts: AuthPluginOptions): (clientId: string) => Promise<IntegratorRegistration | undefined> {
+function cachedLookup(opts: AuthPluginOptions): (clientId: string) => Lookup {
   const ttl = opts.integratorCacheTtlMs ?? 5_000;
   const maxSize = opts.integratorCacheSize ?? 10_000;
   const now = opts.now ?? Date.now;
-  const entries = new Map<string, { expiresAt: number; registration: Promise<IntegratorRegistration | undefined> }>();
+  interface Entry {
+    expiresAt: number;
+    lookup: Lookup;
+  }
+  const entries = new Map<string, Entry>();
 
   return (clientId) => {
     const at = now();
     const hit = entries.get(clientId);
-    if (hit && hit.expiresAt > at) return hit.registration;
+    if (hit && hit.expiresAt > at) return hit.lookup;
     entries.delete(clientId);
     // Entries share one TTL, so the first in insertion order is the one closest to expiry.
     if (entries.size >= maxSize) entries.delete(entries.keys().next().value as string);
-    const registration = opts.integrators.registrationOf(opts.api, clientId);
-    const entry = { expiresAt: at + ttl, registration };
+    const pending = opts.integrators.registrationOf(opts.api, clientId);
+    const entry: Entry = { expiresAt: at + ttl, lookup: { pending } };
     entries.set(clientId, entry);
-    // A failed lookup is not remembered: the next request asks the directory again.
-    registration.catch(() => {
-      if (entries.get(clientId) === entry) entries.delete(clientId);
-    });
-    return registration;
+    pending.then(
+      (registration) => {
+        entry.lookup = { known: registration };
+      },
+      // A failed lookup is not remembered: the next request asks the directory again.
+      () => {
+        if (entries.get(clientId) === entry) entries.delete(clientId);
+      },
+    );
+    return entry.lookup;
   };
 }
