@@ -154,6 +154,7 @@ export async function startGateway(
       config.gateway.degradedBudgetMs,
       config.gateway.degradedWindowMs,
     ),
+    lookupTimeoutMs: config.gateway.dependencyTimeoutMs,
     // The operator console calls the webhook API; its sign-in goes to the identity provider through the gateway.
     console: apis.webhook
       ? { root: CONSOLE_ROOT, tokenUrl: `${config.auth.url}/oauth/token`, audience: config.auth.audience }

@@ -39,6 +39,8 @@ export interface GatewayDeps {
    * a spent budget answers 503. Absent: no budget.
    */
   requestBudget?: RequestBudget;
+  /** How long a request waits for a lookup it shares with others (authentication's): GATEWAY_DEPENDENCY_TIMEOUT. */
+  lookupTimeoutMs?: number;
 }
 
 /** One dependency of readiness; `ready` may also throw (not ready). */
@@ -113,7 +115,12 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
             detail: 'the event-type catalogue is still being read; retry shortly',
           });
         });
-        await api.register(authPlugin, { api: 'webhook', verifier: deps.verifier, integrators: deps.integrators });
+        await api.register(authPlugin, {
+          api: 'webhook',
+          verifier: deps.verifier,
+          integrators: deps.integrators,
+          lookupTimeoutMs: deps.lookupTimeoutMs,
+        });
         for (const schema of webhookComponents) api.addSchema(schema);
         await api.register(webhookRoutes, options);
         if (deps.replayJobs) await api.register(replayJobRoutes, deps.replayJobs);
@@ -131,7 +138,12 @@ export async function buildGateway(deps: GatewayDeps): Promise<FastifyInstance> 
     const options = deps.purchase;
     await app.register(
       async (api) => {
-        await api.register(authPlugin, { api: 'purchase', verifier: deps.verifier, integrators: deps.integrators });
+        await api.register(authPlugin, {
+          api: 'purchase',
+          verifier: deps.verifier,
+          integrators: deps.integrators,
+          lookupTimeoutMs: deps.lookupTimeoutMs,
+        });
         for (const schema of purchaseComponents) api.addSchema(schema);
         await api.register(purchaseRoutes, options);
       },

@@ -313,25 +313,34 @@ describe('authPlugin', () => {
         return { tenantId: 'tenant-a', access: 'read-write' };
       },
     };
-    const app = fastify();
-    installErrorHandler(app);
-    installRequestBudget(app, new RequestBudget(300, 300, 10_000), isUnreachable);
-    await app.register(
-      async (api) => {
-        await api.register(authPlugin, { api: 'webhook', verifier: createTokenVerifier(settings), integrators: slow });
-        api.get('/me', async (request) => request.principal);
-      },
-      { prefix: '/api' },
-    );
-    await app.ready();
-    const started = Date.now();
-    const answers = await Promise.all([1, 2].map(() => app.inject({ url: '/api/me', headers: bearer('client-a') })));
-    const elapsed = Date.now() - started;
-    expect(answers.map((answer) => answer.statusCode)).toEqual([503, 503]);
-    expect(answers[0]!.json()).toMatchObject({ status: 503, detail: expect.stringMatching(/Cassandra/) });
-    expect(answers[0]!.headers['retry-after']).toBeDefined();
-    expect(elapsed).toBeLessThan(1_500);
-    expect(lookups).toBe(1);
-    await app.close();
+    // The budget (300 ms) rules, then, with a budget of 10 s, the bound of one call (lookupTimeoutMs, 300 ms): the first
+    // requests after the quorum was lost, before any had failed, waited for the lookup's 1.5 s plus a speculative try.
+    for (const [budgetMs, lookupTimeoutMs] of [
+      [300, undefined],
+      [10_000, 300],
+    ] as const) {
+      const app = fastify();
+      installErrorHandler(app);
+      installRequestBudget(app, new RequestBudget(budgetMs, budgetMs, 10_000), isUnreachable);
+      await app.register(
+        async (api) => {
+          const verifier = createTokenVerifier(settings);
+          await api.register(authPlugin, { api: 'webhook', verifier, integrators: slow, lookupTimeoutMs });
+          api.get('/me', async (request) => request.principal);
+        },
+        { prefix: '/api' },
+      );
+      await app.ready();
+      lookups = 0;
+      const started = Date.now();
+      const answers = await Promise.all([1, 2].map(() => app.inject({ url: '/api/me', headers: bearer('client-a') })));
+      const elapsed = Date.now() - started;
+      expect(answers.map((answer) => answer.statusCode)).toEqual([503, 503]);
+      expect(answers[0]!.json()).toMatchObject({ status: 503, detail: expect.stringMatching(/Cassandra/) });
+      expect(answers[0]!.headers['retry-after']).toBeDefined();
+      expect(elapsed).toBeLessThan(1_500);
+      expect(lookups).toBe(1);
+      await app.close();
+    }
   });
 });

@@ -21,6 +21,11 @@ export interface AuthPluginOptions {
   integratorCacheTtlMs?: number;
   /** Most registrations kept in the cache (default 10,000). */
   integratorCacheSize?: number;
+  /**
+   * How long a request waits for a lookup under way, which the requests of one client share, within its budget too
+   * (budget.ts): the gateway gives GATEWAY_DEPENDENCY_TIMEOUT, as for one call of its own. Default: the budget alone.
+   */
+  lookupTimeoutMs?: number;
   now?: () => number;
 }
 
@@ -40,6 +45,7 @@ declare module 'fastify' {
  */
 const auth: FastifyPluginAsync<AuthPluginOptions> = async (app, opts) => {
   const registrationOf = cachedLookup(opts);
+  const waitMs = opts.lookupTimeoutMs ?? Number.POSITIVE_INFINITY;
   if (!app.hasRequestDecorator('principal')) app.decorateRequest('principal', null as unknown as Principal);
 
   app.addHook('onRequest', async (request, reply) => {
@@ -54,10 +60,10 @@ const auth: FastifyPluginAsync<AuthPluginOptions> = async (app, opts) => {
       return sendProblem(reply.header('www-authenticate', challenge), 401, 'Unauthorized', error.message);
     }
     // A lookup under way is shared by the requests of one client that wait for it, and bounded by the driver's own
-    // timeout alone: each waits no longer than its budget (budget.ts), 503 past it, as for any call to Cassandra.
+    // timeout alone (plus a speculative try): each waits no longer than its budget (budget.ts) and lookupTimeoutMs,
+    // 503 past them, as for a call to Cassandra of its own.
     const lookup = registrationOf(principal.clientId);
-    const registration =
-      'known' in lookup ? lookup.known : await settleWithin(lookup.pending, Number.POSITIVE_INFINITY, 'Cassandra');
+    const registration = 'known' in lookup ? lookup.known : await settleWithin(lookup.pending, waitMs, 'Cassandra');
     if (registration === undefined) {
       const detail = `client ${principal.clientId} is not registered as an integrator of the ${opts.api} API`;
       return sendProblem(reply, 403, 'Forbidden', detail);
