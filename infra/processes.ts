@@ -27,8 +27,8 @@ export interface ServiceProcess {
  * pairs, 1,471 and 1,259 against 1,257 and 1,608 deliveries/s, ran into the overflow defect 6a980ed fixed, which
  * parked every burst's backlog). The chart's values give the same flags as
  * NODE_OPTIONS (infra/deploy/manifests.test.ts checks they agree). The router also sets V8's heap growing factor at
- * start (ROUTER_HEAP_GROWTH_PERCENT, core/heap-growth.ts), which NODE_OPTIONS refuses: with semi-spaces this large it otherwise collected its old
- * generation every 2 s.
+ * start (ROUTER_HEAP_GROWTH_PERCENT, core/heap-growth.ts), which NODE_OPTIONS refuses: with semi-spaces this large it
+ * otherwise collected its old generation every 2 s.
  */
 export const SERVICE_NODE_FLAGS: Readonly<Record<string, readonly string[]>> = {
   'router/main.ts': ['--max-semi-space-size=32'],

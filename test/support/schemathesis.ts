@@ -122,7 +122,7 @@ export async function applyHooks(requests: GeneratedRequest[]): Promise<Record<s
     const child = execFile(
       path.join(venv, 'bin', 'python'),
       ['-c', APPLY_HOOKS, path.dirname(HOOKS)],
-      { env: { ...process.env, ...HOOKS_ENV } },
+      { env: { ...process.env, CONTRACT_ITEM_ID: '', ...HOOKS_ENV } },
       (error, stdout, stderr) => {
         if (error) reject(new Error(`the hooks failed: ${stderr || error.message}`));
         else resolve(JSON.parse(stdout) as Record<string, unknown>[]);
