@@ -29,27 +29,31 @@ export async function connectPlatform(
   };
 }
 
-/** Runs `start` and stops what it returned on SIGTERM or SIGINT, closing resources in reverse order. */
+/**
+ * Runs `start` and stops what it returned on SIGTERM or SIGINT, closing resources in reverse order. The handlers are
+ * there from the first moment: a service works before its start resolves (a dispatcher's consumers deliver while the
+ * rest starts), and a signal then would otherwise kill it at once, attempts in flight and their offsets uncommitted;
+ * a stop asked meanwhile waits for the start to end.
+ */
 export function runUntilSignalled(logger: Logger, start: () => Promise<() => Promise<void>>): void {
-  start()
-    .then((stop) => {
-      let stopping = false;
-      const shutdown = (signal: string) => {
-        if (stopping) return;
-        stopping = true;
-        logger.info({ signal }, 'stopping');
-        stop()
-          .then(() => process.exit(0))
-          .catch((error: unknown) => {
-            logger.error({ err: error }, 'stop failed');
-            process.exit(1);
-          });
-      };
-      process.on('SIGTERM', () => shutdown('SIGTERM'));
-      process.on('SIGINT', () => shutdown('SIGINT'));
-    })
-    .catch((error: unknown) => {
-      logger.fatal({ err: error }, 'start failed');
-      process.exit(1);
-    });
+  const started = start();
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'stopping');
+    started
+      .then((stop) => stop())
+      .then(() => process.exit(0))
+      .catch((error: unknown) => {
+        logger.error({ err: error }, 'stop failed');
+        process.exit(1);
+      });
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  started.catch((error: unknown) => {
+    logger.fatal({ err: error }, 'start failed');
+    process.exit(1);
+  });
 }
