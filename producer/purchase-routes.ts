@@ -34,6 +34,77 @@ interface OrderBody {
   rows: { itemId: string; quantity: string | number; description?: string | null }[];
 }
 
+/**
+ * Reading an order and applying a transition to it: the purchase API's routes, and the servers' warm-up, which runs
+ * validations through the same statements (infra/servers/warm-up-pipeline.ts).
+ */
+export function orderTransitions(store: PurchaseStore, metrics?: PurchaseMetrics) {
+  const load = async (tenantId: string, id: string, options?: { serial: boolean }) => {
+    const order = await store.getOrder(tenantId, id, options);
+    if (!order) throw new NotFoundError('purchase order', id);
+    // Fields named, not spread: a spread object given a property gets a V8 hidden class of its own each time (README).
+    return {
+      body: order.body,
+      version: order.version,
+      openAmendment: order.openAmendment,
+      dto: JSON.parse(order.body) as PurchaseOrderDTO,
+    };
+  };
+
+  /**
+   * Applies the action with a compare-and-set on the order's version. A lost compare-and-set means another request
+   * (perhaps in another process) changed the order first: decide again from the order's new state, which may still
+   * allow the action (a cancel that raced a validation) or answer 409.
+   */
+  const applyTransition = async (
+    tenantId: string,
+    id: string,
+    action: 'validate' | 'cancel',
+    traceparent: string | undefined,
+  ): Promise<string> => {
+    const eventType = action === 'validate' ? 'purchaseOrder.validated' : 'purchaseOrder.cancelled';
+    for (let attempt = 1; ; attempt += 1) {
+      // The relay's pointer goes out with the first read of the order (one round trip for both, not two); it leads to
+      // nothing if the transition is then refused. A lost race writes it again, before its next batch.
+      const pointer = attempt === 1 ? store.writePointer(tenantId, id) : undefined;
+      pointer?.written.catch(noop); // awaited by the transition; a read that fails first leaves it unawaited
+      // Released `true` unless a batch may have applied unseen (the transition failed): a commit holds the pointer
+      // itself until its row is published; one that may have applied leaves it to the sweep.
+      let unseen = false;
+      let body: string | undefined;
+      let next: PurchaseOrderDTO;
+      try {
+        // After a lost race, a serial read sees the state the winner committed.
+        let started = performance.now();
+        const order = await load(tenantId, id, { serial: attempt > 1 });
+        started = lap(metrics, 'transition_read', started);
+        const now = new Date().toISOString();
+        if (action === 'validate') {
+          // Checked before a reference is taken, so a refused validation does not use one up.
+          if (order.dto.status !== 'Draft') throw new IllegalTransitionError(order.dto.status, 'validated');
+          next = validated(order.dto, await store.nextReference(tenantId), now);
+          started = lap(metrics, 'transition_reference', started);
+        } else {
+          next = cancelled(order.dto, now);
+        }
+        unseen = true;
+        body = await store.transition(tenantId, next, order.version, eventType, now, traceparent, { pointer });
+        unseen = false;
+        lap(metrics, 'transition_commit', started);
+      } finally {
+        pointer?.release(!unseen);
+      }
+      if (body !== undefined) return body;
+      // Not applied, for certain: no committed state carries the reference, so the next validation takes it.
+      if (action === 'validate') store.returnReference(tenantId, next.reference!);
+      // An order changes state at most twice, so a third lost race means something is wrong: let the client retry.
+      if (attempt >= 3) throw new ConflictError(`purchase order ${id} changed concurrently; try again`);
+    }
+  };
+
+  return { load, applyTransition };
+}
+
 /** The purchase API under /CorePurchase/REST (register inside a context that has the auth plugin). */
 export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore; metrics?: PurchaseMetrics }> = async (
   app,
@@ -108,17 +179,7 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore; metrics?
     },
   );
 
-  const load = async (tenantId: string, id: string, options?: { serial: boolean }) => {
-    const order = await store.getOrder(tenantId, id, options);
-    if (!order) throw new NotFoundError('purchase order', id);
-    // Fields named, not spread: a spread object given a property gets a V8 hidden class of its own each time (README).
-    return {
-      body: order.body,
-      version: order.version,
-      openAmendment: order.openAmendment,
-      dto: JSON.parse(order.body) as PurchaseOrderDTO,
-    };
-  };
+  const { load, applyTransition } = orderTransitions(store, metrics);
 
   app.get<{ Params: { id: string } }>(
     '/PurchaseOrders/:id',
@@ -129,57 +190,6 @@ export const purchaseRoutes: FastifyPluginAsync<{ store: PurchaseStore; metrics?
       return reply.type('application/json').send(order.body);
     },
   );
-
-  /**
-   * Applies the action with a compare-and-set on the order's version. A lost compare-and-set means another request
-   * (perhaps in another process) changed the order first: decide again from the order's new state, which may still
-   * allow the action (a cancel that raced a validation) or answer 409.
-   */
-  const applyTransition = async (
-    tenantId: string,
-    id: string,
-    action: 'validate' | 'cancel',
-    traceparent: string | undefined,
-  ): Promise<string> => {
-    const eventType = action === 'validate' ? 'purchaseOrder.validated' : 'purchaseOrder.cancelled';
-    for (let attempt = 1; ; attempt += 1) {
-      // The relay's pointer goes out with the first read of the order (one round trip for both, not two); it leads to
-      // nothing if the transition is then refused. A lost race writes it again, before its next batch.
-      const pointer = attempt === 1 ? store.writePointer(tenantId, id) : undefined;
-      pointer?.written.catch(noop); // awaited by the transition; a read that fails first leaves it unawaited
-      // Released `true` unless a batch may have applied unseen (the transition failed): a commit holds the pointer
-      // itself until its row is published; one that may have applied leaves it to the sweep.
-      let unseen = false;
-      let body: string | undefined;
-      let next: PurchaseOrderDTO;
-      try {
-        // After a lost race, a serial read sees the state the winner committed.
-        let started = performance.now();
-        const order = await load(tenantId, id, { serial: attempt > 1 });
-        started = lap(metrics, 'transition_read', started);
-        const now = new Date().toISOString();
-        if (action === 'validate') {
-          // Checked before a reference is taken, so a refused validation does not use one up.
-          if (order.dto.status !== 'Draft') throw new IllegalTransitionError(order.dto.status, 'validated');
-          next = validated(order.dto, await store.nextReference(tenantId), now);
-          started = lap(metrics, 'transition_reference', started);
-        } else {
-          next = cancelled(order.dto, now);
-        }
-        unseen = true;
-        body = await store.transition(tenantId, next, order.version, eventType, now, traceparent, { pointer });
-        unseen = false;
-        lap(metrics, 'transition_commit', started);
-      } finally {
-        pointer?.release(!unseen);
-      }
-      if (body !== undefined) return body;
-      // Not applied, for certain: no committed state carries the reference, so the next validation takes it.
-      if (action === 'validate') store.returnReference(tenantId, next.reference!);
-      // An order changes state at most twice, so a third lost race means something is wrong: let the client retry.
-      if (attempt >= 3) throw new ConflictError(`purchase order ${id} changed concurrently; try again`);
-    }
-  };
 
   // One transition at a time per order in this process: concurrent requests for one order (a double click, a retry
   // storm) wait for the first and are then answered from the order's new state, without taking a reference each.

@@ -42,7 +42,7 @@ const GENERIC_CASSANDRA_CALLERS = 8;
 export interface WarmUpReport {
   kafka?: { produced: number; consumed: number };
   cassandra?: { requests: number };
-  /** Events published to the scratch pipeline and deliveries its receiver got. */
+  /** Events published to the scratch pipeline, orders validated there, and deliveries its receiver got. */
   pipeline?: PipelineWarmUp;
 }
 
@@ -61,7 +61,9 @@ export async function warmUp(
     progress(`warm-up: no scratch pipeline, generic load only (${errorMessage(error)})`);
     return undefined;
   });
-  if (pipeline) progress(`warm-up: a router and a dispatcher on scratch topics, ready in ${secondsSince(t0)}`);
+  if (pipeline) {
+    progress(`warm-up: a purchase service, a router and a dispatcher on scratch topics, ready in ${secondsSince(t0)}`);
+  }
   const until = Date.now() + ms;
   progress(`warm-up: loading ${servers.join(' and ')} for ${Math.round(ms / 1000)} s (SERVERS_WARM_UP=0 skips it)…`);
   const [kafka, cassandra, delivered] = await Promise.all([
@@ -83,7 +85,8 @@ export async function warmUp(
       `kafka ${kafka.produced.toLocaleString('en-US')} records produced and ${kafka.consumed.toLocaleString('en-US')} consumed`,
     cassandra && `cassandra ${cassandra.requests.toLocaleString('en-US')} requests`,
     delivered &&
-      `${delivered.delivered.toLocaleString('en-US')} deliveries of ${delivered.published.toLocaleString('en-US')} events`,
+      `${delivered.delivered.toLocaleString('en-US')} deliveries of ${delivered.published.toLocaleString('en-US')} events ` +
+        `and ${delivered.validated.toLocaleString('en-US')} validations`,
   ].filter(Boolean);
   progress(`warm-up: ${parts.join(', ')} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   return report;

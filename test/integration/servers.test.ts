@@ -77,12 +77,13 @@ describe('ensureServers', () => {
       expect(report.kafka?.produced).toBeGreaterThan(0);
       expect(report.kafka?.consumed).toBeGreaterThan(0);
       expect(report.cassandra?.requests).toBeGreaterThan(0);
-      // The services' own path: every event published went through a router and a dispatcher to both subscriptions
-      // of its tenant.
+      // The services' own path: every event published, directly or by the relay of an order validated through the
+      // purchase service's code, went through a router and a dispatcher to both subscriptions of its tenant.
       expect(report.pipeline?.published).toBeGreaterThan(0);
-      expect(report.pipeline?.delivered).toBe(report.pipeline!.published * 2);
+      expect(report.pipeline?.validated).toBeGreaterThan(0);
+      expect(report.pipeline?.delivered).toBe((report.pipeline!.published + report.pipeline!.validated) * 2);
       expect(said.at(-1)).toMatch(
-        /^warm-up: kafka [\d,]+ records produced and [\d,]+ consumed, cassandra [\d,]+ requests, [\d,]+ deliveries of [\d,]+ events in [\d.]+ s$/,
+        /^warm-up: kafka [\d,]+ records produced and [\d,]+ consumed, cassandra [\d,]+ requests, [\d,]+ deliveries of [\d,]+ events and [\d,]+ validations in [\d.]+ s$/,
       );
       // Nothing of the scratch pipeline is left: its keyspace and its topics are gone.
       const config = loadConfig({
