@@ -134,22 +134,20 @@ export async function openPipeline(endpoints: ServerEndpoints): Promise<ScratchP
     stops.push(() => publisher.close());
     const load = async (until: number): Promise<PipelineWarmUp> => {
       let published = 0;
-      let validations = 0;
       let validated = 0;
-      const inFlight = new Set<Promise<void>>();
+      const validations: Promise<void>[] = [];
       const perTick = Math.max(2, Math.round((EVENTS_PER_SECOND * TICK_MS) / 1000));
       const validatedPerTick = Math.floor(perTick / 2);
       for (let next = Date.now(); published === 0 || Date.now() < until; next += TICK_MS) {
         for (let index = 0; index < validatedPerTick; index += 1) {
           // Not awaited before the next tick either; one that fails (a timeout on a cold node) only warms less.
-          const tenantId = tenants[validations % tenants.length]!;
-          validations += 1;
-          const validation = validate(tenantId).then(
-            () => void (validated += 1),
-            () => undefined,
+          const tenantId = tenants[validations.length % tenants.length]!;
+          validations.push(
+            validate(tenantId).then(
+              () => void (validated += 1),
+              () => undefined,
+            ),
           );
-          inFlight.add(validation);
-          void validation.finally(() => inFlight.delete(validation));
         }
         const records = await Promise.all(
           Array.from({ length: perTick - validatedPerTick }, async (_, index) => {
@@ -177,7 +175,7 @@ export async function openPipeline(endpoints: ServerEndpoints): Promise<ScratchP
         await new Promise((resolve) => setTimeout(resolve, Math.max(0, next + TICK_MS - Date.now())));
       }
       // Their events are published once they are committed: the count to wait for is known only then.
-      await Promise.all(inFlight);
+      await Promise.all(validations);
       const drainUntil = Date.now() + DRAIN_MS;
       while (delivered.size < (published + validated) * SUBSCRIPTIONS_PER_TENANT && Date.now() < drainUntil) {
         await new Promise((resolve) => setTimeout(resolve, 50));
