@@ -571,8 +571,11 @@ export class ConsumerRunner {
   private readonly slots: FairSlots;
   private readonly lanes = new Map<string, Lane>();
   private readonly trackers = new Map<string, OffsetTracker>();
-  /** Per partition, its high watermark when this member joined: offsets below it may be redelivered. */
-  private assignedAt: Promise<Map<string, bigint>> = Promise.resolve(new Map());
+  /**
+   * Per partition, the end its first fetch after this member joined saw: offsets below it may have been handled by a
+   * previous owner (redelivered). At or after the partition's end at the join, so never fewer records than that.
+   */
+  private readonly boundaries = new Map<string, bigint>();
   private admin: Admin | undefined;
   /** Woken whenever a record finishes: readers waiting for buffer room. */
   private readonly roomWaiters: (() => void)[] = [];
@@ -646,7 +649,7 @@ export class ConsumerRunner {
       void this.describeMembership(this.joins, payload.memberId);
       this.trackers.clear();
       this.parkedUntil.clear();
-      this.assignedAt = this.highWatermarks(Object.keys(payload.memberAssignment));
+      this.boundaries.clear();
       this.assigned = Object.values(payload.memberAssignment).reduce((sum, parts) => sum + parts.length, 0);
       this.assignment = payload.memberAssignment;
       // A pause outlives a rebalance in kafkajs: the next check decides afresh, from the new assignment.
@@ -672,9 +675,13 @@ export class ConsumerRunner {
       partitionsConsumedConcurrently: 4,
       eachBatch: async ({ batch, resolveOffset, heartbeat, pause, isRunning, isStale }) => {
         this.options.metrics?.lag(batch.topic, batch.partition, Number(batch.offsetLag()));
-        // The partition's end when this member joined: what lies before may have been handled by a previous owner.
+        // kafkajs hands a batch only after the join that fetched it, so the first batch's end is at or past the join's.
         const partitionKey = `${batch.topic}\u0000${batch.partition}`;
-        const boundary = (await this.assignedAt).get(partitionKey) ?? BigInt(batch.highWatermark);
+        let boundary = this.boundaries.get(partitionKey);
+        if (boundary === undefined) {
+          boundary = BigInt(batch.highWatermark);
+          this.boundaries.set(partitionKey, boundary);
+        }
         for (const message of batch.messages) {
           if (!isRunning() || isStale() || this.stopping) return;
           const record = toRecord(batch.topic, batch.partition, message);
@@ -843,29 +850,6 @@ export class ConsumerRunner {
       }
       await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
     }
-  }
-
-  /**
-   * The high watermarks of the assigned topics' partitions, read right after joining. If they cannot be read, the end
-   * of each partition's first batch stands in (a few more records are then checked than need be).
-   */
-  private async highWatermarks(topics: string[]): Promise<Map<string, bigint>> {
-    const marks = new Map<string, bigint>();
-    const asked = Date.now();
-    try {
-      for (const topic of topics) {
-        for (const { partition, high } of await this.admin!.fetchTopicOffsets(topic)) {
-          marks.set(`${topic}\u0000${partition}`, BigInt(high));
-        }
-      }
-    } catch (error) {
-      this.options.logger.warn({ err: error }, 'could not read the high watermarks after joining');
-    }
-    // Every fetched batch waits for them: a slow read holds up all of this member's partitions.
-    const waitedMs = Date.now() - asked;
-    if (waitedMs > SLOW_WAIT_MS)
-      this.options.logger.warn({ waitedMs, topics }, 'the high watermarks after joining took long');
-    return marks;
   }
 
   /** Commits the finished prefix of every partition; an error (rebalance) only delays it to the next call. */
