@@ -95,7 +95,7 @@ export function serviceProcess(name: string, child: ChildProcess, logFile: strin
 }
 
 /**
- * Runs `<entry>` as spawnService does, under a Supervisor: restarted with backoff whenever it exits unasked, until
+ * Runs `<entry>` as spawnService does (tsx unless `options.runtime` says compiled), under a Supervisor: restarted with backoff whenever it exits unasked, until
  * the supervisor is stopped. Each incarnation appends to the same log file.
  */
 export function superviseService(
@@ -103,13 +103,14 @@ export function superviseService(
   entry: string,
   env: NodeJS.ProcessEnv,
   logFile: string,
-  options: Omit<SupervisorOptions, 'name' | 'spawn'>,
+  options: Omit<SupervisorOptions, 'name' | 'spawn'> & { runtime?: ServiceRuntime },
 ): Supervisor {
+  const { runtime, ...supervision } = options;
   const supervisor = new Supervisor({
-    ...options,
+    ...supervision,
     name,
     spawn: (): SupervisedChild => {
-      const service = spawnService(name, entry, env, logFile);
+      const service = spawnService(name, entry, env, logFile, runtime);
       return {
         pid: service.child.pid,
         exited: service.exited.then((code) => ({ code, signal: service.child.signalCode })),

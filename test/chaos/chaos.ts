@@ -34,7 +34,8 @@
  * The servers are shared: whatever is killed or frozen is restored in a finally and on SIGINT/SIGTERM.
  * Prints one Markdown table row per fault: delivered/expected, duplicates, time to recover, API answers during it.
  * --json F also writes the rows to F, --receipts F every receipt (event, entity, subscription, time), --answers F every
- * validation's answer (fault, order, time sent, milliseconds, outcome), --log-level the services' (warn). Exits 1 when
+ * validation's answer (fault, order, time sent, milliseconds, outcome), --log-level the services' (warn), --tsx runs the
+ * production shape's services through tsx instead of compiled (below). Exits 1 when
  * a delivery was lost, a fault could not be run or the suite failed.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -49,7 +50,8 @@ import { SubscriptionStore } from '../../core/subscriptions/subscription-store.t
 import { blankSubscription } from '../../core/subscriptions/subscription.ts';
 import { ClientStore } from '../../infra/client-store.ts';
 import { buildIdentityProvider, loadOrCreateSigningKey } from '../../infra/identity-provider.ts';
-import { freePort, repoRoot, superviseService, waitForHttp } from '../../infra/processes.ts';
+import { buildServices } from '../../infra/build.ts';
+import { freePort, repoRoot, superviseService, waitForHttp, type ServiceRuntime } from '../../infra/processes.ts';
 import { deprovision, provision } from '../../infra/provision.ts';
 import kafkajs from 'kafkajs';
 import { ensureCluster, ensureServers, stopServers, type ServerName } from '../../infra/servers.ts';
@@ -130,6 +132,7 @@ const { values } = parseArgs({
     'log-level': { type: 'string', default: 'warn' },
     receipts: { type: 'string' },
     answers: { type: 'string' },
+    tsx: { type: 'boolean', default: false },
   },
 });
 const cluster = values.cluster;
@@ -140,6 +143,13 @@ const cluster = values.cluster;
  * servers too: the services' roll without the cluster's JVMs, to tell what the services cost from what the machine does.
  */
 const productionShape = (cluster && !values.lean) || values['production-shape'];
+/**
+ * The production shape runs the services' compiled JavaScript, as the image does (built here first, as `npm run bench`
+ * does): a replacement in a roll then starts as it would in production, not by compiling its TypeScript on the loaded
+ * machine. --tsx runs the TypeScript instead; the other shapes always do (npm test runs them, beside other tests).
+ */
+const serviceRuntime: ServiceRuntime = productionShape && !values.tsx ? 'compiled' : 'tsx';
+if (serviceRuntime === 'compiled') buildServices((line) => console.log(line));
 const FAULTS: readonly FaultName[] = cluster ? CLUSTER_FAULTS : SINGLE_FAULTS;
 const only = (values.only ?? []).flatMap((value) => value.split(','));
 for (const name of only) {
@@ -296,6 +306,7 @@ try {
     supervisors.set(
       name,
       superviseService(name, entry, { ...process.env, ...env, ...ports }, logFile, {
+        runtime: serviceRuntime,
         report: (line) => {
           restarts.push(line);
           say(`supervisor: ${line}`);
@@ -918,7 +929,7 @@ console.log(`
 ## Chaos suite (run ${run}, ${((Date.now() - t0) / 1000).toFixed(0)} s)
 
 Load: ${rate} validations/s through the gateway, each delivered to 2 Hmac subscriptions (${offered} deliveries/s offered);
-retries 1s,2s,4s; ${productionShape ? 'three dispatchers, two routers, two gateways behind a round-robin balancer' : 'two dispatchers, one router, one gateway'}, each supervised${cluster ? '; on the local cluster (3 brokers, 3 Cassandra nodes, replication factor 3)' : ''}.
+retries 1s,2s,4s; ${productionShape ? 'three dispatchers, two routers, two gateways behind a round-robin balancer' : 'two dispatchers, one router, one gateway'}, each supervised${serviceRuntime === 'compiled' ? ', compiled (as the image runs them)' : ''}${cluster ? '; on the local cluster (3 brokers, 3 Cassandra nodes, replication factor 3)' : ''}.
 Recovery: from the fault's end until a 2 s window carries at least 80 % of the offered deliveries. API: validations
 sent from the fault's start until the faulty component was healthy again, each answer with its median and slowest time;
 call → receipt: from those answered 200 to each subscription's first receipt.
