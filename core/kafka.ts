@@ -630,13 +630,16 @@ export class ConsumerRunner {
   async start(): Promise<void> {
     const { groupId, topics, fromBeginning = false } = this.options;
     // A member that dies without leaving is noticed after the session timeout: keep it short so its partitions
-    // (and their uncommitted records) move to a live member quickly.
+    // (and their uncommitted records) move to a live member quickly. A rebalance (a member joining or leaving, as at
+    // each step of a rolling restart) stops every member until the last one has learnt of it from a heartbeat: a short
+    // interval keeps that wait short, and heartbeats go out in the background (kafkajs-heartbeat-coordinator.ts), so
+    // no fetch waits for their answers.
     const consumer = this.kafka.consumer({
       groupId,
       allowAutoTopicCreation: false,
       maxWaitTimeInMs: 100,
       sessionTimeout: 10_000,
-      heartbeatInterval: 1_000,
+      heartbeatInterval: 250,
       ...(this.options.fetchBytesPerPartition !== undefined && {
         maxBytesPerPartition: this.options.fetchBytesPerPartition,
       }),
@@ -644,6 +647,10 @@ export class ConsumerRunner {
     this.consumer = consumer;
     // A new generation starts from the committed offsets: forget what the previous one tracked.
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+      this.options.logger.info(
+        { groupId, joinMs: payload.duration, leader: payload.isLeader, assignment: payload.memberAssignment },
+        'joined the consumer group',
+      );
       this.joins += 1;
       this.options.onJoin?.();
       void this.describeMembership(this.joins, payload.memberId);
@@ -824,11 +831,19 @@ export class ConsumerRunner {
       lane.paceTimer = undefined;
       this.admit(key, lane);
     }
+    const started = Date.now();
     await this.consumer?.pause(this.options.topics.map((topic) => ({ topic })));
     if (this.buffered > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
+    const drainedMs = Date.now() - started;
     clearInterval(this.commitTimer);
     await this.commit();
+    const committedMs = Date.now() - started;
     await this.consumer?.disconnect();
+    // Until the group has rebalanced, this member's partitions are read by no one.
+    this.options.logger.info(
+      { groupId: this.options.groupId, drainedMs, committedMs, leftMs: Date.now() - started },
+      'left the consumer group',
+    );
     await this.admin?.disconnect();
   }
 

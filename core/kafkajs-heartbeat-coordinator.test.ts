@@ -20,6 +20,9 @@ const REBALANCE_IN_PROGRESS = 27;
 
 const silent = { namespace: () => silent, debug() {}, info() {}, warn() {}, error() {} };
 
+/** Lets a heartbeat sent in the background take its answer. */
+const answered = () => new Promise((resolve) => setImmediate(resolve));
+
 /** A broker that answers Heartbeat as told, and counts what it was sent. */
 function broker(answer: () => void) {
   const heartbeats: unknown[] = [];
@@ -82,7 +85,9 @@ describe('kafkajs heartbeats after the group coordinator moved (patched)', () =>
     });
     group.lastRequest = Date.now() - 1_000;
     await group.heartbeat({ interval: 0 });
+    await answered();
     await group.heartbeat({ interval: 0 });
+    await answered();
     expect(lookups).toBe(1);
   });
 
@@ -95,6 +100,7 @@ describe('kafkajs heartbeats after the group coordinator moved (patched)', () =>
     const group = member(current, current);
     group.lastRequest = Date.now() - 1_000;
     await group.heartbeat({ interval: 0 });
+    await answered();
     loading = false;
     await group.heartbeat({ interval: 0 });
     expect(current.heartbeats).toHaveLength(2);
@@ -107,6 +113,8 @@ describe('kafkajs heartbeats after the group coordinator moved (patched)', () =>
     });
     const group = member(rebalancing, rebalancing);
     group.lastRequest = Date.now() - 1_000;
+    await group.heartbeat({ interval: 0 });
+    await answered();
     await expect(group.heartbeat({ interval: 0 })).rejects.toMatchObject({ type: 'REBALANCE_IN_PROGRESS' });
     // No heartbeat taken for longer than the session timeout: the member may have been dropped; kafkajs rejoins.
     const moved = broker(() => {
@@ -114,6 +122,59 @@ describe('kafkajs heartbeats after the group coordinator moved (patched)', () =>
     });
     const stale = member(moved, moved);
     stale.lastRequest = Date.now() - 11_000;
+    await stale.heartbeat({ interval: 0 });
+    await answered();
     await expect(stale.heartbeat({ interval: 0 })).rejects.toMatchObject({ type: 'NOT_COORDINATOR_FOR_GROUP' });
+  });
+});
+
+describe('kafkajs heartbeats in the background (patched)', () => {
+  it('does not hold the fetch loop that calls it while the coordinator has not answered', async () => {
+    patchHeartbeatCoordinator();
+    // kafkajs awaits a heartbeat after every fetch and every batch: a slow coordinator (a loaded broker, a roll) held
+    // every fetch of the member for its answer, and a shorter heartbeat interval would have put more such waits on it.
+    const unanswered = { heartbeats: [] as unknown[], heartbeat: () => new Promise<void>(() => undefined) };
+    const group = member(unanswered as ReturnType<typeof broker>, unanswered as ReturnType<typeof broker>);
+    group.lastRequest = Date.now() - 1_000;
+    const outcome = await Promise.race([
+      group.heartbeat({ interval: 0 }).then(() => 'returned'),
+      new Promise((resolve) => setTimeout(() => resolve('held'), 200)),
+    ]);
+    expect(outcome).toBe('returned');
+  });
+
+  it('sends one heartbeat at a time, and tells a refusal at the next call, of the generation it was sent in only', async () => {
+    patchHeartbeatCoordinator();
+    let refuse = true;
+    const coordinator = broker(() => {
+      if (refuse) throw createErrorFromCode(REBALANCE_IN_PROGRESS);
+    });
+    const group = member(coordinator, coordinator);
+    group.lastRequest = Date.now() - 1_000;
+    await group.heartbeat({ interval: 0 });
+    await answered();
+    await expect(group.heartbeat({ interval: 0 })).rejects.toMatchObject({ type: 'REBALANCE_IN_PROGRESS' });
+
+    // Refused again, but the member rejoined (a new generation) before it called again: the refusal is old news.
+    await group.heartbeat({ interval: 0 });
+    await answered();
+    group.generationId = 8;
+    refuse = false;
+    await group.heartbeat({ interval: 0 });
+    expect(coordinator.heartbeats).toHaveLength(3);
+
+    // While one is unanswered, calls send nothing more.
+    const held = {
+      heartbeats: [] as unknown[],
+      heartbeat: (payload: unknown) => {
+        held.heartbeats.push(payload);
+        return new Promise<void>(() => undefined);
+      },
+    };
+    const waiting = member(held as ReturnType<typeof broker>, held as ReturnType<typeof broker>);
+    waiting.lastRequest = Date.now() - 1_000;
+    await waiting.heartbeat({ interval: 0 });
+    await waiting.heartbeat({ interval: 0 });
+    expect(held.heartbeats).toHaveLength(1);
   });
 });

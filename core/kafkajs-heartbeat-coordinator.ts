@@ -5,6 +5,8 @@ import { COORDINATOR_MOVED as MOVED } from './kafkajs-offset-coordinator.ts';
 
 interface ConsumerGroupInternals {
   groupId: string;
+  generationId: number | null;
+  memberId: string | null;
   coordinator: unknown;
   lastRequest: number;
   sessionTimeout: number;
@@ -26,6 +28,13 @@ let patched = false;
  * and heartbeats it at the next turn, and waits for one still loading the group; if it then answers that a rebalance is
  * under way, or that the member is unknown, kafkajs rejoins as before. A member that has had no heartbeat accepted
  * for a whole session timeout may have been dropped: it rejoins as before.
+ *
+ * And the heartbeat goes out in the background. kafkajs awaits one after every fetch and every batch (when the interval
+ * has passed), so each answer held the member's fetches for a round trip, and a slow coordinator for as long as it
+ * took; a short interval, which a rebalance needs (every member must learn of it from a heartbeat before any can go on),
+ * would have put more of those waits on the delivery path. Now a call sends the heartbeat if none is unanswered and
+ * returns at once; a refusal is thrown at the next call (kafkajs then rejoins), unless the member has joined again
+ * since the refused heartbeat was sent.
  */
 export function patchHeartbeatCoordinator(): void {
   if (patched) return;
@@ -34,17 +43,42 @@ export function patchHeartbeatCoordinator(): void {
     prototype: ConsumerGroupInternals;
   };
   const heartbeat = ConsumerGroup.prototype.heartbeat;
-  ConsumerGroup.prototype.heartbeat = async function (this: ConsumerGroupInternals, options: { interval: number }) {
+  const heartbeatCoordinator = async (group: ConsumerGroupInternals, options: { interval: number }) => {
     try {
-      await heartbeat.call(this, options);
+      await heartbeat.call(group, options);
     } catch (error) {
       const type = (error as { type?: string }).type ?? '';
       // lastRequest is the last accepted heartbeat (or the join).
-      if ((!MOVED.has(type) && type !== LOADING) || Date.now() - this.lastRequest >= this.sessionTimeout) throw error;
-      if (MOVED.has(type)) locate(this);
+      if ((!MOVED.has(type) && type !== LOADING) || Date.now() - group.lastRequest >= group.sessionTimeout) throw error;
+      if (MOVED.has(type)) locate(group);
     }
   };
+  ConsumerGroup.prototype.heartbeat = async function (this: ConsumerGroupInternals, options: { interval: number }) {
+    const refusal = refusals.get(this);
+    if (refusal) {
+      refusals.delete(this);
+      if (refusal.generationId === this.generationId && refusal.memberId === this.memberId) throw refusal.error;
+    }
+    if (unanswered.has(this)) return;
+    unanswered.add(this);
+    const { generationId, memberId } = this;
+    heartbeatCoordinator(this, options).then(
+      () => unanswered.delete(this),
+      (error: unknown) => {
+        unanswered.delete(this);
+        refusals.set(this, { error, generationId, memberId });
+      },
+    );
+  };
 }
+
+/** Groups with a heartbeat sent and not yet answered. */
+const unanswered = new WeakSet<ConsumerGroupInternals>();
+/** The last heartbeat's refusal, with the generation and member it was sent as, until the next call tells it. */
+const refusals = new WeakMap<
+  ConsumerGroupInternals,
+  { error: unknown; generationId: number | null; memberId: string | null }
+>();
 
 /** Lookups of a group's coordinator under way: one at a time per group. */
 const locating = new WeakSet<ConsumerGroupInternals>();

@@ -308,8 +308,10 @@ export async function startDispatcher(
     { fromBeginning: false, maxWaitMs: 50 },
   );
   return async () => {
-    await changes.stop();
+    // The deliveries first: the group rebalances as soon as this member leaves it, and every member waits for that.
+    // The changes' tail keeps the cache true meanwhile.
     await consumer.stop();
+    await changes.stop();
     await operational.stop();
     await publisher.close();
     await agent.close();
