@@ -598,6 +598,18 @@ describe('ConsumerRunner after joining', () => {
     expect(seen.slice(6).map(({ redelivered }) => redelivered)).toEqual([true, true]);
     await runner.stop();
   });
+
+  it('flags only what lay in a partition at the join once the read of its end answers, not a burst fetched later', async () => {
+    // The partition ended at 6 when the member joined and was idle; a burst came later, all in one fetch.
+    const { fake, seen, runner } = runnerSeeing({ fetchTopicOffsets: async () => [{ partition: 0, high: '6' }] });
+    await runner.start();
+    fake.join([0]);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await fake.feed(0, 5, ['a', 'b', 'c', 'd'], 'deliveries', undefined, 40);
+    await expect.poll(() => seen.length).toBe(4);
+    expect(seen.map(({ redelivered }) => redelivered)).toEqual([true, false, false, false]);
+    await runner.stop();
+  });
 });
 
 describe('ConsumerRunner across a rebalance', () => {

@@ -572,8 +572,10 @@ export class ConsumerRunner {
   private readonly lanes = new Map<string, Lane>();
   private readonly trackers = new Map<string, OffsetTracker>();
   /**
-   * Per partition, the end its first fetch after this member joined saw: offsets below it may have been handled by a
-   * previous owner (redelivered). At or after the partition's end at the join, so never fewer records than that.
+   * Per partition, an end at or after the one it had when this member joined: offsets below it may have been handled
+   * by a previous owner (redelivered). The end its first fetch after the join saw, lowered to the end read right after
+   * the join (readEnds) once that read answers: nothing waits for the read, and a partition idle at the join does not
+   * flag the whole burst its first fetch brings later.
    */
   private readonly boundaries = new Map<string, bigint>();
   private admin: Admin | undefined;
@@ -657,6 +659,7 @@ export class ConsumerRunner {
       this.trackers.clear();
       this.parkedUntil.clear();
       this.boundaries.clear();
+      void this.readEnds(this.joins, Object.keys(payload.memberAssignment));
       this.assigned = Object.values(payload.memberAssignment).reduce((sum, parts) => sum + parts.length, 0);
       this.assignment = payload.memberAssignment;
       // A pause outlives a rebalance in kafkajs: the next check decides afresh, from the new assignment.
@@ -682,7 +685,7 @@ export class ConsumerRunner {
       partitionsConsumedConcurrently: 4,
       eachBatch: async ({ batch, resolveOffset, heartbeat, pause, isRunning, isStale }) => {
         this.options.metrics?.lag(batch.topic, batch.partition, Number(batch.offsetLag()));
-        // kafkajs hands a batch only after the join that fetched it, so the first batch's end is at or past the join's.
+        // kafkajs hands a batch only after the join that fetched it, so its end is at or past the join's.
         const partitionKey = `${batch.topic}\u0000${batch.partition}`;
         let boundary = this.boundaries.get(partitionKey);
         if (boundary === undefined) {
@@ -864,6 +867,32 @@ export class ConsumerRunner {
         this.options.logger.warn({ err: error }, 'could not describe the consumer group after joining');
       }
       await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
+    }
+  }
+
+  /**
+   * Reads the ends of the assigned topics' partitions after join `join` and lowers their boundaries to them (see
+   * boundaries). Read after the join, each is at or after the partition's end at the join.
+   */
+  private async readEnds(join: number, topics: string[]): Promise<void> {
+    try {
+      const ends = await Promise.all(
+        topics.map(async (topic) => ({ topic, offsets: await this.admin!.fetchTopicOffsets(topic) })),
+      );
+      if (join !== this.joins) return;
+      for (const { topic, offsets } of ends) {
+        for (const { partition, high } of offsets) {
+          const key = `${topic}\u0000${partition}`;
+          const end = BigInt(high);
+          const seen = this.boundaries.get(key);
+          if (seen === undefined || end < seen) this.boundaries.set(key, end);
+        }
+      }
+    } catch (error) {
+      this.options.logger.warn(
+        { err: error },
+        "could not read the partitions' ends after joining; first fetches stand in",
+      );
     }
   }
 
