@@ -920,7 +920,8 @@ function tableRow(row: Row): string {
   const f = row.figures;
   if (!f) return `| ${row.fault} | — | — | — | — | — | ${row.note} |`;
   const recovery = f.recoveryMs === undefined ? 'not before the load ended' : seconds(f.recoveryMs);
-  const latency = f.faultLatency ? `p50 ${f.faultLatency.p50} ms, p99 ${f.faultLatency.p99} ms` : '—';
+  const stop = f.longestStopMs === undefined ? '' : `; longest stop ${(f.longestStopMs / 1000).toFixed(1)} s`;
+  const latency = f.faultLatency ? `p50 ${f.faultLatency.p50} ms, p99 ${f.faultLatency.p99} ms${stop}` : '—';
   return `| ${row.fault} | ${f.delivered}/${f.expected} | ${f.duplicates} | ${recovery} | ${f.api} | ${latency} | ${row.note} |`;
 }
 

@@ -20,6 +20,26 @@ describe('phaseFigures', () => {
     expect(figures.api).toBe('200×3 (p50 0.2 s, ≤ 0.3 s) 503×2 (p50 0.1 s, ≤ 9.8 s) timeout×1 (p50 10.4 s, ≤ 10.4 s)');
     expect(figures.apiMaxMs).toBe(10_400);
   });
+  it('measures the longest stop of one subscription, among the validations of the fault window answered 200', () => {
+    const receivers = new Receivers();
+    const answers: Answer[] = [];
+    // s1 delivers every 100 ms but stops for 2.5 s at 15 s; s2 never stops; a validation refused and one sent before
+    // the fault count for nothing.
+    for (let sentAt = 10_000; sentAt < 20_000; sentAt += 100) {
+      const orderId = `o${sentAt}`;
+      answers.push({ orderId, sentAt, outcome: '200', ms: 10 });
+      const s1At = sentAt >= 15_000 && sentAt < 17_500 ? 17_500 : sentAt + 50;
+      receivers.byEntity.set(orderId, [
+        { entityId: orderId, subscriptionId: 's1', eventId: `e${sentAt}`, at: s1At },
+        { entityId: orderId, subscriptionId: 's2', eventId: `e${sentAt}`, at: sentAt + 50 },
+      ]);
+    }
+    answers.push({ orderId: 'early', sentAt: 1_000, outcome: '200', ms: 10 });
+    receivers.byEntity.set('early', [{ entityId: 'early', subscriptionId: 's2', eventId: 'e-early', at: 1_050 }]);
+    answers.push({ orderId: 'refused', sentAt: 19_950, outcome: '503', ms: 10 });
+    const figures = phaseFigures(answers, receivers, ['s1', 's2'], times, 10);
+    expect(figures.longestStopMs).toBe(17_500 - 14_950);
+  });
   it('names the validations answered 200 that are short of a delivery, and no other', () => {
     const receivers = new Receivers();
     const receipt = (entityId: string, subscriptionId: string) => ({

@@ -177,6 +177,12 @@ export interface PhaseFigures {
    * window: p50 and p99 in ms (undefined without any).
    */
   faultLatency: { p50: number; p99: number } | undefined;
+  /**
+   * The longest time one subscription went without a delivery, between the first receipts of the validations sent in
+   * the fault window and answered 200 (ms; undefined with fewer than two): how long the fault stopped deliveries, as
+   * long as the load kept the API's answers coming.
+   */
+  longestStopMs: number | undefined;
 }
 
 export function phaseFigures(
@@ -192,6 +198,8 @@ export function phaseFigures(
   let unconfirmedDelivered = 0;
   const firstReceipts: number[] = [];
   const faultLatencies: number[] = [];
+  /** Per subscription, the first receipts of the validations sent in the fault window and answered 200. */
+  const faultReceipts = new Map<string, number[]>();
   let lastExpected: number | undefined;
   const missing: string[] = [];
   const confirmedIds = new Set(confirmed.map((answer) => answer.orderId));
@@ -216,8 +224,10 @@ export function phaseFigures(
       if (confirmedIds.has(answer.orderId)) {
         delivered += 1;
         lastExpected = Math.max(lastExpected ?? 0, at);
-        if (answer.sentAt >= times.faultStart && answer.sentAt <= times.windowEnd)
+        if (answer.sentAt >= times.faultStart && answer.sentAt <= times.windowEnd) {
           faultLatencies.push(at - answer.sentAt);
+          faultReceipts.set(subscriptionId, [...(faultReceipts.get(subscriptionId) ?? []), at]);
+        }
       } else unconfirmedDelivered += 1;
     }
   }
@@ -269,7 +279,19 @@ export function phaseFigures(
       faultLatencies.length === 0
         ? undefined
         : { p50: quantile(faultLatencies, 0.5), p99: quantile(faultLatencies, 0.99) },
+    longestStopMs: longestGap([...faultReceipts.values()]),
   };
+}
+
+/** The longest time between two consecutive receipts of any one list; undefined when no list has two. */
+function longestGap(lists: number[][]): number | undefined {
+  let longest: number | undefined;
+  for (const list of lists) {
+    const sorted = [...list].sort((a, b) => a - b);
+    for (let index = 1; index < sorted.length; index += 1)
+      longest = Math.max(longest ?? 0, sorted[index]! - sorted[index - 1]!);
+  }
+  return longest;
 }
 
 /** The `q` quantile of `values` (nearest rank). */
