@@ -32,7 +32,8 @@
  *   cassandra-quorum   kill -9 of two of the three Cassandra nodes, restarted --cassandra-down s later
  *   kafka-quorum       kill -9 of two of the three brokers, restarted --broker-down s later
  * The servers are shared: whatever is killed or frozen is restored in a finally and on SIGINT/SIGTERM.
- * Prints one Markdown table row per fault: delivered/expected, duplicates, time to recover, API answers during it.
+ * Prints one Markdown table row per fault: delivered/expected, duplicates, time to recover, API answers during it,
+ * call → receipt and the longest stop of one subscription's deliveries.
  * --json F also writes the rows to F, --receipts F every receipt (event, entity, subscription, time), --answers F every
  * validation's answer (fault, order, time sent, milliseconds, outcome), --log-level the services' (warn), --tsx runs the
  * production shape's services through tsx instead of compiled (below). Exits 1 when
@@ -933,7 +934,8 @@ Load: ${rate} validations/s through the gateway, each delivered to 2 Hmac subscr
 retries 1s,2s,4s; ${productionShape ? 'three dispatchers, two routers, two gateways behind a round-robin balancer' : 'two dispatchers, one router, one gateway'}, each supervised${serviceRuntime === 'compiled' ? ', compiled (as the image runs them)' : ''}${cluster ? '; on the local cluster (3 brokers, 3 Cassandra nodes, replication factor 3)' : ''}.
 Recovery: from the fault's end until a 2 s window carries at least 80 % of the offered deliveries. API: validations
 sent from the fault's start until the faulty component was healthy again, each answer with its median and slowest time;
-call → receipt: from those answered 200 to each subscription's first receipt.
+call → receipt: from those answered 200 to each subscription's first receipt; the longest stop: the longest time one
+subscription went without a delivery among them.
 
 | fault | delivered/expected | duplicates | time to recover | API during the fault | call → receipt during the fault | notes |
 |---|---|---|---|---|---|---|
