@@ -889,10 +889,12 @@ export class ConsumerRunner {
         }
       }
     } catch (error) {
-      this.options.logger.warn(
-        { err: error },
-        "could not read the partitions' ends after joining; first fetches stand in",
-      );
+      // A rebalance or a stop since (its admin client disconnected) makes the read moot.
+      if (join === this.joins)
+        this.options.logger.warn(
+          { err: error },
+          "could not read the partitions' ends after joining; first fetches stand in",
+        );
     }
   }
 
