@@ -8,6 +8,7 @@ import {
   logLevel,
   type Admin,
   type Consumer,
+  type ConsumerConfig,
   type KafkaConfig,
   type IHeaders,
   type LogEntry,
@@ -18,17 +19,26 @@ import { patchOffsetCoordinator } from './kafkajs-offset-coordinator.ts';
 import { patchHeartbeatCoordinator } from './kafkajs-heartbeat-coordinator.ts';
 import { kafkajsErrorFromCode, patchFetchLeader } from './kafkajs-fetch-leader.ts';
 import { patchRequestQueue } from './kafkajs-request-queue.ts';
+import { patchLeaderEpochs } from './kafkajs-leader-epochs.ts';
 import type { Logger } from './log.ts';
 import type { ConsumerMetrics } from './metrics.ts';
 import { backoffDelay, RecoveryBackoff } from './recovery-backoff.ts';
 
 // Before any kafkajs client connects: its idle connections otherwise poll every millisecond, its offset commits keep
-// going to a group coordinator that moved, and its members rejoin their group (a rebalance) when the coordinator or a
-// partition's leader moves.
+// going to a group coordinator that moved, its members rejoin their group (a rebalance) when the coordinator or a
+// partition's leader moves, and it takes a cut-off broker's stale leaders for current ones.
 patchRequestQueue();
 patchOffsetCoordinator();
 patchHeartbeatCoordinator();
 patchFetchLeader();
+patchLeaderEpochs();
+
+/**
+ * How often consumers read the partitions' leaders again (kafkajs' default: five minutes). A broker cut off from its
+ * peers while it runs answers fetches for the partitions it led without error and without new records: nothing else
+ * tells a member that they moved (core/kafkajs-leader-epochs.ts). Each read asks every connected broker.
+ */
+export const CONSUMER_METADATA_MAX_AGE_MS = 5_000;
 
 /** A record read from Kafka, as handlers see it. */
 export interface ConsumedRecord {
@@ -71,6 +81,10 @@ export class KafkaClient extends Kafka {
     readonly log: Logger,
   ) {
     super(kafkajsConfig(brokers, clientId, log));
+  }
+
+  override consumer(config: ConsumerConfig): Consumer {
+    return super.consumer({ metadataMaxAge: CONSUMER_METADATA_MAX_AGE_MS, ...config });
   }
 }
 
