@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import { patchFetchLeader } from './kafkajs-fetch-leader.ts';
+import { patchFetchLeader, UNREACHABLE_LEADER_PAUSE_MS } from './kafkajs-fetch-leader.ts';
 
 const require = createRequire(import.meta.url);
 // kafkajs' own consumer group (one per consumer) and its protocol error for a code.
@@ -65,6 +65,25 @@ describe('kafkajs fetches refused because a partition leader moved (patched)', (
     // longer replicates, answered the members' fetches with nothing new until it exited (test/cluster/).
     const Fetch = require('kafkajs/src/protocol/requests/fetch/index.js') as { versions: string[] };
     expect(Math.max(...Fetch.versions.map(Number))).toBe(10);
+  });
+
+  it('reads the leaders again and pauses, without crashing or joining again, when the leader cannot be reached', async () => {
+    patchFetchLeader();
+    // A broker killed: connecting to it is refused until the controller fences it and its partitions move. kafkajs
+    // threw the error, stopped every broker's fetcher, retried, and crashed the consumer after ten tries.
+    const { KafkaJSConnectionError } = require('kafkajs/src/errors.js') as {
+      KafkaJSConnectionError: new (message: string, options: { broker: string; code: string }) => Error;
+    };
+    const { group, calls } = member();
+    const started = Date.now();
+    await group.recoverFromFetch(
+      new KafkaJSConnectionError('Connection error: connect ECONNREFUSED 127.0.0.13:9092', {
+        broker: '127.0.0.13:9092',
+        code: 'ECONNREFUSED',
+      }),
+    );
+    expect(calls).toEqual({ refreshes: 1, joins: 0 });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(UNREACHABLE_LEADER_PAUSE_MS - 5);
   });
 
   it('leaves other errors to kafkajs', async () => {
