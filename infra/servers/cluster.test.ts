@@ -67,6 +67,9 @@ describe('the local cluster', () => {
         'unclean.leader.election.enable=false',
         // Followers fetch again 100 ms after a failed fetch (a leader moved), not Kafka's 1 s.
         'replica.fetch.backoff.ms=100',
+        // A broker that stops heartbeating is fenced (its partitions led by others) after 3 s, not Kafka's 9 s.
+        'broker.heartbeat.interval.ms=500',
+        'broker.session.timeout.ms=3000',
       ]),
     );
   });
@@ -81,6 +84,7 @@ describe('the local cluster', () => {
       ]),
     );
     expect(props.some((line) => line.startsWith('replica.fetch.backoff.ms'))).toBe(false);
+    expect(props.some((line) => line.startsWith('broker.session.timeout.ms'))).toBe(false);
     expect(props.some((line) => line.startsWith('broker.rack'))).toBe(false);
   });
 

@@ -128,6 +128,10 @@ export function kafkaProperties(port: number, logDir: string, node: KafkaNode): 
     // A follower whose fetch failed (its leader moved or stopped) waits this long before fetching again, and an acks=all
     // record on the new leader waits for it: Kafka's 1 s default held produce requests 1.0 s at a broker's clean stop.
     ...(node.replicas > 1 ? ['replica.fetch.backoff.ms=100'] : []),
+    // A broker that stops heartbeating (killed, or cut off from the controllers while it runs) is fenced, and its
+    // partitions get new leaders, only after the session timeout; until then nothing can acknowledge the records sent
+    // to its partitions. Kafka's 9 s (heartbeats every 2 s) was the deliveries' stop at a broker's kill or cut.
+    ...(node.replicas > 1 ? ['broker.heartbeat.interval.ms=500', 'broker.session.timeout.ms=3000'] : []),
     // Few consumer groups here: 50 offsets partitions only make the first group wait for their creation.
     'offsets.topic.num.partitions=5',
     'group.initial.rebalance.delay.ms=0',
