@@ -73,7 +73,16 @@ describe('a consumer group member when the broker leading its partitions is cut 
     });
     const received = new Map<string, number>();
     await consumer.connect();
-    await consumer.subscribe({ topic, fromBeginning: true });
+    // A broker that does not know the new topic yet fails the subscription's metadata read.
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await consumer.subscribe({ topic, fromBeginning: true });
+        break;
+      } catch (error) {
+        if (attempt >= 50 || !/does not host this topic-partition/.test((error as Error).message)) throw error;
+        await sleep(200);
+      }
+    }
     await consumer.run({
       autoCommit: false,
       eachMessage: async ({ message }) => {
