@@ -36,7 +36,8 @@ patchLeaderEpochs();
 /**
  * How often consumers read the partitions' leaders again (kafkajs' default: five minutes). A broker cut off from its
  * peers while it runs answers fetches for the partitions it led without error and without new records: nothing else
- * tells a member that they moved (core/kafkajs-leader-epochs.ts). Each read asks every connected broker.
+ * tells a member that they moved (core/kafkajs-leader-epochs.ts). Each read asks every connected broker, in the
+ * background: no fetch waits for it.
  */
 export const CONSUMER_METADATA_MAX_AGE_MS = 5_000;
 

@@ -5,6 +5,7 @@ import {
   newestLeaders,
   patchLeaderEpochs,
   refreshFromEveryBroker,
+  refreshWhenExpired,
   type ClusterMetadata,
   type PartitionMetadata,
 } from './kafkajs-leader-epochs.ts';
@@ -122,6 +123,8 @@ describe('refreshFromEveryBroker', () => {
     const asked: number[] = [];
     const state = {
       metadata: null as ClusterMetadata | null,
+      metadataExpireAt: null,
+      refreshMetadataIfNecessary: async () => {},
       brokers: Object.fromEntries(
         others.map((other, i) => [
           String(i + 1),
@@ -189,5 +192,51 @@ describe('refreshFromEveryBroker', () => {
     await state.refreshMetadata(['t']);
     await sleep(150);
     expect(leaders(state.metadata)).toEqual(['1@5']);
+  });
+});
+
+describe('refreshWhenExpired', () => {
+  /** A broker pool whose refresh takes 50 ms; `ifNecessary` is kafkajs' own check, counted. */
+  function pool(metadata: ClusterMetadata | null, expireAt: number | null) {
+    const calls = { refreshes: 0, ifNecessary: 0 };
+    const state = {
+      metadata,
+      metadataExpireAt: expireAt,
+      brokers: {},
+      refreshMetadata: async () => {
+        calls.refreshes += 1;
+        await sleep(50);
+      },
+      refreshMetadataIfNecessary: refreshWhenExpired(async function () {
+        calls.ifNecessary += 1;
+      }),
+    };
+    return { state, calls };
+  }
+
+  it('reads expired leaders again in the background, one read at a time, without holding the fetch', async () => {
+    const { state, calls } = pool(answer(part(0, 1, 5)), Date.now() - 1);
+    const started = Date.now();
+    await state.refreshMetadataIfNecessary(['t']);
+    await state.refreshMetadataIfNecessary(['t']);
+    expect(Date.now() - started).toBeLessThan(40);
+    expect(calls).toEqual({ refreshes: 1, ifNecessary: 0 });
+    await sleep(80);
+    await state.refreshMetadataIfNecessary(['t']);
+    expect(calls).toEqual({ refreshes: 2, ifNecessary: 0 });
+  });
+
+  it('reads nothing while the leaders are fresh', async () => {
+    const { state, calls } = pool(answer(part(0, 1, 5)), Date.now() + 60_000);
+    await state.refreshMetadataIfNecessary(['t']);
+    expect(calls).toEqual({ refreshes: 0, ifNecessary: 0 });
+  });
+
+  it('leaves to kafkajs a topic it does not know yet, or no metadata at all (those are waited for)', async () => {
+    const { state, calls } = pool(answer(part(0, 1, 5)), Date.now() - 1);
+    await state.refreshMetadataIfNecessary(['t', 'new']);
+    const none = pool(null, null);
+    await none.state.refreshMetadataIfNecessary(['t']);
+    expect([calls.ifNecessary, none.calls.ifNecessary, calls.refreshes]).toEqual([1, 1, 0]);
   });
 });

@@ -59,8 +59,45 @@ interface BrokerInternals {
 
 interface BrokerPoolInternals {
   metadata: ClusterMetadata | null;
+  metadataExpireAt: number | null;
   brokers: Record<string, BrokerInternals>;
   refreshMetadata(topics: string[]): Promise<void>;
+  refreshMetadataIfNecessary(topics: string[]): Promise<void>;
+}
+
+/** Per broker pool, its refresh under way in the background (refreshWhenExpired). */
+const refreshing = new WeakMap<object, Promise<void>>();
+
+/**
+ * Wraps BrokerPool.refreshMetadataIfNecessary, which a consumer awaits before each fetch: leaders that are merely older
+ * than the client's metadataMaxAge are read again in the background, and the fetch goes on with those it has (as it
+ * would have with kafkajs' five minutes). A topic not yet known, or no metadata yet, is still read before going on.
+ */
+export function refreshWhenExpired(ifNecessary: (this: BrokerPoolInternals, topics: string[]) => Promise<void>) {
+  return function (this: BrokerPoolInternals, topics: string[]): Promise<void> {
+    return whenExpired(this, topics, ifNecessary);
+  };
+}
+
+function whenExpired(
+  pool: BrokerPoolInternals,
+  topics: string[],
+  ifNecessary: (this: BrokerPoolInternals, topics: string[]) => Promise<void>,
+): Promise<void> {
+  const metadata = pool.metadata;
+  const known =
+    metadata !== null && topics.every((topic) => metadata.topicMetadata.some((entry) => entry.topic === topic));
+  if (!known || pool.metadataExpireAt === null) return ifNecessary.call(pool, topics);
+  if (Date.now() > pool.metadataExpireAt && !refreshing.has(pool)) {
+    refreshing.set(
+      pool,
+      pool
+        .refreshMetadata(topics)
+        .catch(() => undefined)
+        .finally(() => refreshing.delete(pool)),
+    );
+  }
+  return Promise.resolve();
 }
 
 /**
@@ -138,6 +175,7 @@ export function patchLeaderEpochs(): void {
       : v6({ version });
   const BrokerPool = require('kafkajs/src/cluster/brokerPool.js') as { prototype: BrokerPoolInternals };
   BrokerPool.prototype.refreshMetadata = refreshFromEveryBroker(BrokerPool.prototype.refreshMetadata);
+  BrokerPool.prototype.refreshMetadataIfNecessary = refreshWhenExpired(BrokerPool.prototype.refreshMetadataIfNecessary);
 }
 
 interface KafkaDecoder {
