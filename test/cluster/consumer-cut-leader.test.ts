@@ -12,7 +12,7 @@ import { createLogger } from '../../core/log.ts';
 import { repoRoot } from '../../infra/processes.ts';
 import { ensureCluster, type StartedServers } from '../../infra/servers.ts';
 import { kafkaHost } from '../../infra/servers/cluster.ts';
-import { createLedTopic } from '../support/led-topic.ts';
+import { consumeLedTopic, createLedTopic } from '../support/led-topic.ts';
 import { serverPid } from '../chaos/shared-servers.ts';
 import { cannotCut, cutOff, type CutNode } from '../chaos/network-cut.ts';
 
@@ -71,25 +71,8 @@ describe('a consumer group member when the broker leading its partitions is cut 
       sessionTimeout: 10_000,
       heartbeatInterval: 1_000,
     });
-    const received = new Map<string, number>();
     await consumer.connect();
-    // A broker that does not know the new topic yet fails the subscription's metadata read.
-    for (let attempt = 0; ; attempt += 1) {
-      try {
-        await consumer.subscribe({ topic, fromBeginning: true });
-        break;
-      } catch (error) {
-        if (attempt >= 50 || !/does not host this topic-partition/.test((error as Error).message)) throw error;
-        await sleep(200);
-      }
-    }
-    await consumer.run({
-      autoCommit: false,
-      eachMessage: async ({ message }) => {
-        const value = message.value!.toString();
-        if (!received.has(value)) received.set(value, Date.now());
-      },
-    });
+    const received = await consumeLedTopic(consumer, topic);
 
     const publisher = await Publisher.connect(createKafka(servers.kafkaBrokers, 'consumer-cut-leader', logger));
     const sent: string[] = [];

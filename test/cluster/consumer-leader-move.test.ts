@@ -11,7 +11,7 @@ import { createLogger } from '../../core/log.ts';
 import { repoRoot } from '../../infra/processes.ts';
 import { ensureCluster, type StartedServers } from '../../infra/servers.ts';
 import { kafkaHost } from '../../infra/servers/cluster.ts';
-import { createLedTopic, partitionLeaders } from '../support/led-topic.ts';
+import { consumeLedTopic, createLedTopic, partitionLeaders } from '../support/led-topic.ts';
 import { serverPid, terminateServer } from '../chaos/shared-servers.ts';
 
 const root = path.join(repoRoot, '.local');
@@ -62,26 +62,8 @@ describe('a consumer group member when the broker leading its partitions stops c
       if (payload.apiName === 'Fetch' && payload.broker === `${kafkaHost(3)}:9092`)
         fetchesToStopping.push(payload.createdAt);
     });
-    const received = new Map<string, number>();
     await consumer.connect();
-    // A broker that does not know the new topic yet fails the subscription's metadata read.
-    for (let attempt = 0; ; attempt += 1) {
-      try {
-        await consumer.subscribe({ topic, fromBeginning: true });
-        break;
-      } catch (error) {
-        if (attempt >= 50 || !/does not host this topic-partition/.test((error as Error).message)) throw error;
-        await sleep(200);
-      }
-    }
-    // As the services' ConsumerRunner: offsets committed apart from the fetch loop (none here).
-    await consumer.run({
-      autoCommit: false,
-      eachMessage: async ({ message }) => {
-        const value = message.value!.toString();
-        if (!received.has(value)) received.set(value, Date.now());
-      },
-    });
+    const received = await consumeLedTopic(consumer, topic);
 
     const publisher = await Publisher.connect(createKafka(servers.kafkaBrokers, 'consumer-leader-move', logger));
     const sent: string[] = [];

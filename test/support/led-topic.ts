@@ -1,6 +1,6 @@
 // A topic of the local cluster whose partitions have the replicas (the first one leading) a test chooses, for the
 // cluster tests that stop a broker and watch the leadership move (test/cluster/).
-import type { Admin } from 'kafkajs';
+import type { Admin, Consumer } from 'kafkajs';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -30,4 +30,30 @@ export async function createLedTopic(admin: Admin, topic: string, replicas: numb
     if (leaders.join() !== expected) await sleep(200);
   }
   return leaders;
+}
+
+/**
+ * Subscribes a connected `consumer` to `topic`, created just now, and runs it without committing (as the services'
+ * ConsumerRunner commits apart from the fetch loop; nothing here): each value mapped to when it was first consumed.
+ */
+export async function consumeLedTopic(consumer: Consumer, topic: string): Promise<Map<string, number>> {
+  // A broker that does not know the new topic yet fails the subscription's metadata read.
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      await consumer.subscribe({ topic, fromBeginning: true });
+      break;
+    } catch (error) {
+      if (attempt >= 50 || !/does not host this topic-partition/.test((error as Error).message)) throw error;
+      await sleep(200);
+    }
+  }
+  const received = new Map<string, number>();
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ message }) => {
+      const value = message.value!.toString();
+      if (!received.has(value)) received.set(value, Date.now());
+    },
+  });
+  return received;
 }
