@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import { pino } from 'pino';
+import { kGetBootstrapConnection } from '@platformatic/kafka';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   applyTopics,
@@ -10,6 +11,7 @@ import {
   Publisher,
   createKafka,
   producerRetryDelay,
+  askNextBrokerAfterTimeouts,
   type ConsumedRecord,
   type ConsumerOptions,
   type Kafka,
@@ -1143,6 +1145,35 @@ describe("the producer's retries (producerRetryDelay)", () => {
       // Nothing half-moved.
       expect(client.currentMetadata.topics.get('deliveries')!.partitions.map((p) => p.leader)).toEqual([3, 3]);
     }
+  });
+
+  it('reads the leaders from the next broker after a request timed out (its leader may be cut off from its peers)', () => {
+    // A broker cut off from its peers while it runs holds acks=all requests until they time out, and answers metadata
+    // with itself as leader; the client read leaders from the first bootstrap broker that answers, which was that one
+    // for as long as the cut lasted.
+    const timedOut = Object.assign(
+      new AggregateError([], 'Received response with error while executing API Produce(v11)'),
+      { errors: [Object.assign(new Error('The request timed out.'), { apiCode: 7, apiId: 'REQUEST_TIMED_OUT' })] },
+    );
+    const asked: number[] = [];
+    const producer = {
+      clearMetadata: vi.fn(),
+      [kGetBootstrapConnection]: (_callback: unknown, attempt = 0) => asked.push(attempt),
+    };
+    askNextBrokerAfterTimeouts(producer);
+    const read = (attempt?: number) => producer[kGetBootstrapConnection](() => {}, attempt);
+    read();
+    expect(producerRetryDelay(quiet)(producer, 'produce', 1, 99, timedOut)).toBe(400);
+    read();
+    read(1); // the metadata read's own retry, one further
+    producerRetryDelay(quiet)(producer, 'produce', 2, 99, timedOut);
+    read();
+    expect(producer.clearMetadata).toHaveBeenCalledTimes(2);
+    expect(asked).toEqual([0, 1, 2, 2]);
+    // Other failures leave the order alone.
+    producerRetryDelay(quiet)(producer, 'produce', 3, 99, refused);
+    read();
+    expect(asked.at(-1)).toBe(2);
   });
 
   it('waits 400 ms doubling to 5 s after any other error, its leaders kept (the client refreshes them itself)', () => {

@@ -1,7 +1,12 @@
 // The only module that imports a Kafka client: producers, consumers, offsets and heartbeats live here. Consumers and
 // admin requests go through kafkajs; records are published through @platformatic/kafka, whose producer spends a third of
 // the CPU per record of kafkajs' (measured in test/bench/kafka-clients.ts).
-import { ProduceAcks, Producer as RecordProducer, stringSerializer } from '@platformatic/kafka';
+import {
+  kGetBootstrapConnection,
+  ProduceAcks,
+  Producer as RecordProducer,
+  stringSerializer,
+} from '@platformatic/kafka';
 import {
   AssignerProtocol,
   Kafka,
@@ -172,6 +177,14 @@ export function producerRetryDelay(
     const producer = client as { clearMetadata(): void; currentMetadata?: LeaderMetadata };
     const redirected = stale && attempt <= MAX_REDIRECTS && followNewLeaders(producer.currentMetadata, error);
     if (stale && !redirected) producer.clearMetadata();
+    const timedOut = !stale && hasTimedOut(error);
+    if (timedOut) {
+      // A leader that holds a request past its timeout may be cut off from its peers while it runs: fenced, its
+      // partitions led by others, but it still names itself their leader. The client reads leaders from the first
+      // broker it reaches in its list, which may be that one: the next read asks the next broker.
+      producer.clearMetadata();
+      metadataTurns.set(client, (metadataTurns.get(client) ?? 0) + 1);
+    }
     const retryInMs = redirected
       ? 0
       : stale
@@ -183,6 +196,39 @@ export function producerRetryDelay(
     );
     return retryInMs;
   };
+}
+
+/**
+ * Per producer, how many brokers down its list its metadata reads start (askNextBrokerAfterTimeouts): one more after
+ * each request that timed out.
+ */
+const metadataTurns = new WeakMap<object, number>();
+
+/**
+ * Makes `producer`'s reads of the cluster's metadata start at the broker its timed-out requests have turned to
+ * (metadataTurns), instead of always at the first of its bootstrap brokers that answers. A broker cut off from its
+ * peers while the clients still reach it answers with the leaders it last knew, itself among them, for as long as the
+ * cut lasts; when it came first in KAFKA_BROKERS the publishers sent to it, and timed out, for the whole cut.
+ */
+export function askNextBrokerAfterTimeouts(producer: object): void {
+  const target = producer as Record<symbol, (callback: unknown, attempt?: number) => void>;
+  const original = target[kGetBootstrapConnection]!;
+  target[kGetBootstrapConnection] = (callback, attempt = 0) =>
+    original.call(producer, callback, attempt + (metadataTurns.get(producer) ?? 0));
+}
+
+/** Whether the error, or one it aggregates or wraps, is a request that timed out (the broker's or the client's). */
+function hasTimedOut(error: unknown, depth = 0): boolean {
+  if (typeof error !== 'object' || error === null || depth > 4) return false;
+  const { apiCode, code, errors, cause } = error as {
+    apiCode?: unknown;
+    code?: unknown;
+    errors?: unknown;
+    cause?: unknown;
+  };
+  if (apiCode === 7 || code === 'PLT_KFK_TIMEOUT') return true;
+  if (Array.isArray(errors) && errors.some((inner) => hasTimedOut(inner, depth + 1))) return true;
+  return hasTimedOut(cause, depth + 1);
 }
 
 /**
@@ -319,6 +365,7 @@ export class Publisher {
       retries: Number.MAX_SAFE_INTEGER,
       retryDelay: producerRetryDelay(kafka.log),
     });
+    askNextBrokerAfterTimeouts(producer);
     await producer.initIdempotentProducer({});
     return new Publisher(producer, kafka.log);
   }
