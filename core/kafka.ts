@@ -218,17 +218,8 @@ export function askNextBrokerAfterTimeouts(producer: object): void {
 }
 
 /** Whether the error, or one it aggregates or wraps, is a request that timed out (the broker's or the client's). */
-function hasTimedOut(error: unknown, depth = 0): boolean {
-  if (typeof error !== 'object' || error === null || depth > 4) return false;
-  const { apiCode, code, errors, cause } = error as {
-    apiCode?: unknown;
-    code?: unknown;
-    errors?: unknown;
-    cause?: unknown;
-  };
-  if (apiCode === 7 || code === 'PLT_KFK_TIMEOUT') return true;
-  if (Array.isArray(errors) && errors.some((inner) => hasTimedOut(inner, depth + 1))) return true;
-  return hasTimedOut(cause, depth + 1);
+function hasTimedOut(error: unknown): boolean {
+  return anyError(error, ({ apiCode, code }) => apiCode === 7 || code === 'PLT_KFK_TIMEOUT');
 }
 
 /**
@@ -299,16 +290,18 @@ function produceResponseOf(error: unknown, depth = 0): ProduceRefusal | undefine
 }
 
 /** Whether the error, or one it aggregates or wraps, says the client's leaders are out of date. */
-function hasStaleMetadata(error: unknown, depth = 0): boolean {
+function hasStaleMetadata(error: unknown): boolean {
+  return anyError(error, ({ hasStaleMetadata: stale }) => stale === true);
+}
+
+/** Whether `test` holds for the error or for one it aggregates (`errors`) or wraps (`cause`), four levels deep. */
+function anyError(error: unknown, test: (error: Record<string, unknown>) => boolean, depth = 0): boolean {
   if (typeof error !== 'object' || error === null || depth > 4) return false;
-  const {
-    hasStaleMetadata: stale,
-    errors,
-    cause,
-  } = error as { hasStaleMetadata?: unknown; errors?: unknown; cause?: unknown };
-  if (stale === true) return true;
-  if (Array.isArray(errors) && errors.some((inner) => hasStaleMetadata(inner, depth + 1))) return true;
-  return hasStaleMetadata(cause, depth + 1);
+  const fields = error as Record<string, unknown>;
+  if (test(fields)) return true;
+  const { errors, cause } = fields;
+  if (Array.isArray(errors) && errors.some((inner) => anyError(inner, test, depth + 1))) return true;
+  return anyError(cause, test, depth + 1);
 }
 
 /** A caller of publish(): resolved once all its records are acknowledged, rejected if any request failed. */
