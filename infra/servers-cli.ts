@@ -8,12 +8,15 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CLUSTER_SERVICE_ENV } from './servers/cluster.ts';
 import { ensureCluster, ensureServers, serverStatus, stopServers } from './servers.ts';
+import { warmUpMs } from './servers/warm-up.ts';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '.local');
 const log = (line: string): void => console.log(line);
 
 async function start(cluster: boolean): Promise<void> {
-  const servers = cluster ? await ensureCluster({ root, progress: log }) : await ensureServers({ root, progress: log });
+  const servers = cluster
+    ? await ensureCluster({ root, progress: log, warmUpMs: warmUpMs(process.env.SERVERS_WARM_UP) })
+    : await ensureServers({ root, progress: log });
   log('');
   log(`KAFKA_BROKERS=${servers.kafkaBrokers.join(',')}`);
   log(`CASSANDRA_CONTACT_POINTS=${servers.cassandraContactPoints.join(',')}`);

@@ -1,6 +1,8 @@
-// What ensureCluster does when a Cassandra node fails its first gossip round: it starts the node again, and only then.
+// What ensureCluster does when a Cassandra node fails its first gossip round: it starts the node again, and only then;
+// and which JVMs a start warms up.
 import { describe, expect, it } from 'vitest';
-import { retryWhen } from './servers.ts';
+import { coldKinds, retryWhen } from './servers.ts';
+import type { Proc } from './servers/process.ts';
 
 const gossipFailure = () =>
   new Error(
@@ -44,5 +46,23 @@ describe('retryWhen', () => {
     };
     await expect(retryWhen(attempt, /Unable to gossip/, 2, () => {})).rejects.toThrow(/OutOfMemoryError/);
     expect(attempts).toBe(1);
+  });
+});
+
+describe('coldKinds', () => {
+  const proc = (name: string): Proc => ({ name, pid: 1, pidFile: `${name}.pid`, exitReason: () => undefined });
+
+  it('names the kinds of JVM among the processes started, single servers or cluster nodes', () => {
+    expect(coldKinds([proc('kafka'), proc('apicurio')])).toEqual(['kafka']);
+    expect(coldKinds([proc('cluster/cassandra-3')])).toEqual(['cassandra']);
+    expect(coldKinds([proc('cluster/kafka-2'), proc('cluster/cassandra-1'), proc('cluster/apicurio')])).toEqual([
+      'kafka',
+      'cassandra',
+    ]);
+  });
+
+  it('names none when nothing was started, or only the registry', () => {
+    expect(coldKinds([])).toEqual([]);
+    expect(coldKinds([proc('cluster/apicurio')])).toEqual([]);
   });
 });

@@ -14,6 +14,7 @@ import { apicurioDef } from './servers/apicurio.ts';
 import { cassandraDef } from './servers/cassandra.ts';
 import {
   activeController,
+  CLUSTER_SERVICE_ENV,
   clusterEndpoints,
   clusterNodeList,
   clusterNodes,
@@ -109,8 +110,7 @@ export async function ensureServers(opts: {
     throw new Error(failures.join('\n\n'));
   }
   if (wanted.length > 0) progress(`servers: ready in ${secondsSince(t0)}`);
-  // Only JVMs this call started are cold; one found running has carried load already (or is somebody else's).
-  const cold = (['kafka', 'cassandra'] as const).filter((name) => started.some((proc) => proc.name === name));
+  const cold = coldKinds(started);
   // Speed only: servers that answered their health checks are usable without it.
   await warmUp(endpoints, cold, opts.warmUpMs ?? warmUpMs(env.SERVERS_WARM_UP), progress).catch((error: unknown) =>
     progress(`warm-up: failed, the servers start cold (${errorMessage(error)})`),
@@ -121,9 +121,17 @@ export async function ensureServers(opts: {
 /**
  * Starts (or reuses) the local cluster (infra/servers/cluster.ts): three Kafka nodes and the registry at once, the
  * Cassandra seed and then the two other nodes; then checks the whole: an acks=all round trip through a topic of three
- * replicas, and the three Cassandra nodes up as a client sees them. No warm-up.
+ * replicas, and the three Cassandra nodes up as a client sees them; then the warm-up, if asked and a node was started.
  */
-export async function ensureCluster(opts: { root: string; progress?: Progress }): Promise<StartedServers> {
+export async function ensureCluster(opts: {
+  root: string;
+  progress?: Progress;
+  /**
+   * How long cold nodes are loaded first (0, the default, skips it). A whole start asks for it; a fault's restart of
+   * one node does not wait for it, as an operator's restart does not: that node comes back cold.
+   */
+  warmUpMs?: number;
+}): Promise<StartedServers> {
   const progress = opts.progress ?? (() => {});
   const root = path.resolve(opts.root);
   const idFile = path.join(root, 'data', 'cluster', 'kafka-cluster-id');
@@ -166,7 +174,21 @@ export async function ensureCluster(opts: { root: string; progress?: Progress })
     throw error;
   }
   progress(`cluster: ready in ${secondsSince(t0)}`);
+  // Speed only, as for the single servers; the scratch pipeline replicated as the services' own topics and keyspace are.
+  await warmUp(endpoints, coldKinds(started), opts.warmUpMs ?? 0, progress, CLUSTER_SERVICE_ENV).catch(
+    (error: unknown) => progress(`warm-up: failed, the cluster starts cold (${errorMessage(error)})`),
+  );
   return { ...endpoints, stop, started: started.map((proc) => proc.name) };
+}
+
+/**
+ * The kinds of JVM among the processes this call started (named `kafka`, or `cluster/kafka-2` on the cluster): only
+ * those are cold; one found running has carried load already (or is somebody else's).
+ */
+export function coldKinds(started: Proc[]): ('kafka' | 'cassandra')[] {
+  return (['kafka', 'cassandra'] as const).filter((kind) =>
+    started.some((proc) => proc.name === kind || proc.name.startsWith(`cluster/${kind}-`)),
+  );
 }
 
 const GOSSIP_FAILED = /Unable to gossip with any peers/;

@@ -18,6 +18,7 @@ import { repoRoot, superviseService, waitForHttp } from './processes.ts';
 import { provision } from './provision.ts';
 import { CLUSTER_SERVICE_ENV } from './servers/cluster.ts';
 import { endpointsEnv } from './servers/util.ts';
+import { warmUpMs } from './servers/warm-up.ts';
 import { ensureCluster, ensureServers } from './servers.ts';
 import type { Supervisor } from './supervisor.ts';
 
@@ -63,7 +64,7 @@ async function main(): Promise<void> {
   );
   const progress = (line: string) => say(line);
   const servers = cluster
-    ? await ensureCluster({ root: local, progress })
+    ? await ensureCluster({ root: local, progress, warmUpMs: warmUpMs(process.env.SERVERS_WARM_UP) })
     : await ensureServers({ root: local, progress });
   const env: NodeJS.ProcessEnv = {
     // The cluster's replication, unless the environment sets its own.

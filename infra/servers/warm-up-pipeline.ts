@@ -59,8 +59,12 @@ export interface ScratchPipeline {
  * Provisions the scratch environment and starts the services on it. Its schema changes and topics take tens of seconds
  * on a cold Cassandra (more beside other load), so the warm-up makes it first and loads afterwards.
  */
-export async function openPipeline(endpoints: ServerEndpoints): Promise<ScratchPipeline> {
+export async function openPipeline(
+  endpoints: ServerEndpoints,
+  settings: Readonly<Record<string, string>> = {},
+): Promise<ScratchPipeline> {
   const config = loadConfig({
+    ...settings,
     ...endpointsEnv(endpoints),
     CASSANDRA_KEYSPACE: WARM_UP_PIPELINE_KEYSPACE,
     KAFKA_TOPIC_PREFIX: WARM_UP_PIPELINE_PREFIX,

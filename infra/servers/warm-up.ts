@@ -46,18 +46,22 @@ export interface WarmUpReport {
   pipeline?: PipelineWarmUp;
 }
 
-/** Loads the `servers` named for `ms`, then answers what each carried. */
+/**
+ * Loads the `servers` named for `ms`, then answers what each carried. `settings` are the services' replication
+ * settings on these servers (the cluster's), which the scratch keyspaces and topics take.
+ */
 export async function warmUp(
   endpoints: ServerEndpoints,
   servers: ('kafka' | 'cassandra')[],
   ms: number,
   progress: Progress = () => {},
+  settings: Readonly<Record<string, string>> = {},
 ): Promise<WarmUpReport> {
   if (ms <= 0 || servers.length === 0) return {};
   const t0 = Date.now();
   // The scratch pipeline first, alone: its schema changes are slow on a cold Cassandra, slower beside the loads. Speed
   // only: without it the generic loads still run.
-  const pipeline = await openPipeline(endpoints).catch((error: unknown) => {
+  const pipeline = await openPipeline(endpoints, settings).catch((error: unknown) => {
     progress(`warm-up: no scratch pipeline, generic load only (${errorMessage(error)})`);
     return undefined;
   });
@@ -68,7 +72,7 @@ export async function warmUp(
   progress(`warm-up: loading ${servers.join(' and ')} for ${Math.round(ms / 1000)} s (SERVERS_WARM_UP=0 skips it)…`);
   const [kafka, cassandra, delivered] = await Promise.all([
     servers.includes('kafka') ? warmKafka(endpoints, until) : undefined,
-    servers.includes('cassandra') ? warmCassandra(endpoints, until) : undefined,
+    servers.includes('cassandra') ? warmCassandra(endpoints, until, settings) : undefined,
     pipeline?.load(until),
   ]).finally(() =>
     pipeline
@@ -139,15 +143,18 @@ async function warmKafka(endpoints: ServerEndpoints, until: number): Promise<{ p
 }
 
 /** Writes alone and batched, reads of a partition, and compare-and-sets, by a few concurrent callers. */
-async function warmCassandra(endpoints: ServerEndpoints, until: number): Promise<{ requests: number }> {
-  const config = loadConfig({
-    ...endpointsEnv(endpoints),
-  });
+async function warmCassandra(
+  endpoints: ServerEndpoints,
+  until: number,
+  settings: Readonly<Record<string, string>>,
+): Promise<{ requests: number }> {
+  const config = loadConfig({ ...settings, ...endpointsEnv(endpoints) });
+  const { localDc, replicationFactor } = config.cassandra;
   const admin = await connectSchemaAdmin(config);
   let db: CassandraClient | undefined;
   try {
     await admin.execute(
-      `CREATE KEYSPACE IF NOT EXISTS ${WARM_UP_KEYSPACE} WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}`,
+      `CREATE KEYSPACE IF NOT EXISTS ${WARM_UP_KEYSPACE} WITH replication = {'class': 'NetworkTopologyStrategy', '${localDc}': ${replicationFactor}}`,
     );
     await admin.execute(
       `CREATE TABLE IF NOT EXISTS ${WARM_UP_KEYSPACE}.rows (k text, c timeuuid, v blob, n int, PRIMARY KEY (k, c))

@@ -66,6 +66,7 @@ import {
   nodetool,
 } from '../../infra/servers/cluster.ts';
 import { Tools } from '../../infra/servers/download.ts';
+import { warmUpMs } from '../../infra/servers/warm-up.ts';
 import { topicNames } from '../../core/topics.ts';
 import type { Supervisor } from '../../infra/supervisor.ts';
 import {
@@ -202,7 +203,11 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const seconds = (ms: number | undefined) => (ms === undefined ? '—' : `${(ms / 1000).toFixed(1)} s`);
 
 const root = path.join(repoRoot, '.local');
-const servers = cluster ? await ensureCluster({ root, progress: say }) : await ensureServers({ root, progress: say });
+// A cluster this run starts gets the warm-up the single servers get (SERVERS_WARM_UP): the faults are measured on
+// JVMs that have compiled the services' paths, as a production cluster's have; a node a fault restarts comes back cold.
+const servers = cluster
+  ? await ensureCluster({ root, progress: say, warmUpMs: warmUpMs(process.env.SERVERS_WARM_UP) })
+  : await ensureServers({ root, progress: say });
 const run = randomUUID().slice(0, 8);
 const gatewayPort = await freePort();
 const env: Record<string, string> = {
