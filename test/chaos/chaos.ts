@@ -36,7 +36,8 @@
  * call → receipt and the longest stop of one subscription's deliveries.
  * --json F also writes the rows to F, --receipts F every receipt (event, entity, subscription, time), --answers F every
  * validation's answer (fault, order, time sent, milliseconds, outcome), --log-level the services' (warn), --tsx runs the
- * production shape's services through tsx instead of compiled (below). Exits 1 when
+ * production shape's services through tsx instead of compiled (below), --services-warm-up S has the services carry
+ * the load for S seconds before the first phase, unmeasured (30 with the production shape, else 0). Exits 1 when
  * a delivery was lost, a fault could not be run or the suite failed.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -135,6 +136,7 @@ const { values } = parseArgs({
     receipts: { type: 'string' },
     answers: { type: 'string' },
     tsx: { type: 'boolean', default: false },
+    'services-warm-up': { type: 'string' },
   },
 });
 const cluster = values.cluster;
@@ -169,6 +171,8 @@ const cassandraFreezeMs = Number(values['cassandra-freeze'] ?? (cluster ? '60' :
 const cassandraDownMs = Number(values['cassandra-down']) * 1000;
 const registryDownMs = Number(values['registry-down']) * 1000;
 const partitionMs = Number(values.partition) * 1000;
+/** Load carried, not measured, before the first phase (the production shape: 30 s unless said). */
+const servicesWarmUpMs = Number(values['services-warm-up'] ?? (productionShape ? '30' : '0')) * 1000;
 /** The fault starts this long into the load, and the load goes on at least this long after it ended. */
 const BEFORE_MS = Math.min(8_000, loadMs / 2);
 const AFTER_MS = 10_000;
@@ -758,11 +762,34 @@ try {
       run: (mark) => killAndRestart('apicurio', ['apicurio'], registryDownMs, mark),
     },
   };
+  const warmUpServices = async (ms: number) => {
+    try {
+      await healthy();
+      const drafts = await createDrafts(Math.ceil((rate * ms) / 1000));
+      const load = steadyLoad({ rate, takeDraft: () => drafts.shift(), validate });
+      await sleep(ms);
+      const answers = await load.stop();
+      const confirmed = answers.filter((answer) => answer.outcome === '200').map((answer) => answer.orderId);
+      const deadline = Date.now() + DRAIN_MS;
+      const delivered = () => confirmed.filter((id) => receivers.reachedAll(id, subscriptionIds)).length;
+      while (delivered() < confirmed.length && Date.now() < deadline) await sleep(200);
+      say(
+        `services warm-up (--services-warm-up, not measured): ${answers.length} validations in ${seconds(ms)}, ` +
+          `${confirmed.length} answered 200, ${delivered()} of them delivered to both subscriptions`,
+      );
+    } catch (error) {
+      say(`services warm-up failed, the faults start on cold services: ${String(error)}`);
+    }
+  };
   const cannotSignal = async (name: ServerName) => {
     const pid = await serverPid(root, name);
     return typeof pid === 'string' ? pid : undefined;
   };
 
+  // Services just started run their paths interpreted at first, as the JVMs do after a start: the production shape
+  // first carries the load for a while, unmeasured, so that a fault meets services that have run, as a platform
+  // team's have before a roll; a replacement a fault starts comes up cold all the same.
+  if (servicesWarmUpMs > 0) await warmUpServices(servicesWarmUpMs);
   for (const fault of selected) {
     const why = await faults[fault].cannot?.();
     if (why) {
