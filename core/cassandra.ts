@@ -51,7 +51,10 @@ export async function connectCassandra(
         1,
       ),
     },
-    pooling: { coreConnectionsPerHost: { [cassandra.types.distance.local]: 2 } },
+    // One connection per node (the driver's default since protocol v3; a connection carries thousands of requests at
+    // once): requests made in one event-loop turn then leave in one socket write. With two, a validation's read of the
+    // order and its outbox pointer went out on different connections, two writes where one does (README, Benchmarks).
+    pooling: { coreConnectionsPerHost: { [cassandra.types.distance.local]: 1 } },
   });
   await client.connect();
   return withCallPolicies(client, requestTimeoutMs);
