@@ -762,6 +762,13 @@ try {
       run: (mark) => killAndRestart('apicurio', ['apicurio'], registryDownMs, mark),
     },
   };
+  /** Waits until each of `ids` has reached every subscription, or DRAIN_MS has passed; how many have. */
+  const drain = async (ids: string[]) => {
+    const deadline = Date.now() + DRAIN_MS;
+    const delivered = () => ids.filter((id) => receivers.reachedAll(id, subscriptionIds)).length;
+    while (delivered() < ids.length && Date.now() < deadline) await sleep(200);
+    return delivered();
+  };
   const warmUpServices = async (ms: number) => {
     try {
       await healthy();
@@ -770,12 +777,10 @@ try {
       await sleep(ms);
       const answers = await load.stop();
       const confirmed = answers.filter((answer) => answer.outcome === '200').map((answer) => answer.orderId);
-      const deadline = Date.now() + DRAIN_MS;
-      const delivered = () => confirmed.filter((id) => receivers.reachedAll(id, subscriptionIds)).length;
-      while (delivered() < confirmed.length && Date.now() < deadline) await sleep(200);
+      const delivered = await drain(confirmed);
       say(
         `services warm-up (--services-warm-up, not measured): ${answers.length} validations in ${seconds(ms)}, ` +
-          `${confirmed.length} answered 200, ${delivered()} of them delivered to both subscriptions`,
+          `${confirmed.length} answered 200, ${delivered} of them delivered to both subscriptions`,
       );
     } catch (error) {
       say(`services warm-up failed, the faults start on cold services: ${String(error)}`);
@@ -868,10 +873,7 @@ try {
     if (fault === 'none') times.windowEnd = times.loadEnd;
     const confirmed = answers.filter((answer) => answer.outcome === '200').map((answer) => answer.orderId);
     say(`${fault}: load stopped, ${answers.length} validations sent, ${confirmed.length} answered 200; draining`);
-    const drainDeadline = Date.now() + DRAIN_MS;
-    while (!confirmed.every((id) => receivers.reachedAll(id, subscriptionIds)) && Date.now() < drainDeadline) {
-      await sleep(200);
-    }
+    await drain(confirmed);
     await sleep(2_000); // late duplicates
     const figures = phaseFigures(answers, receivers, subscriptionIds, times, rate);
     if (values.answers) allAnswers.push(...answers.map((answer) => ({ fault, ...answer })));
