@@ -7,7 +7,9 @@ import { startGateway } from './gateway-service.ts';
 const config = loadConfig();
 const logger = createLogger('gateway', config.logLevel);
 runUntilSignalled(logger, async () => {
-  const platform = await connectPlatform(config, logger, 'gateway', config.gateway.dependencyTimeoutMs);
+  const platform = await connectPlatform(config, logger, 'gateway', {
+    requestTimeoutMs: config.gateway.dependencyTimeoutMs,
+  });
   const traces = await startTracing(config.tracing, 'gateway', logger);
   const stop = await startGateway(config, platform, logger, { webhook: true, purchase: true });
   return async () => {

@@ -30,11 +30,13 @@ export function statementSender(db: CassandraClient): SendStatements {
  * without one (to create it). `requestTimeoutMs` bounds each request (the API's is short, to answer 503 rather than
  * hang), and a request made within a budget (budget.ts: an API call's) waits at most what is left of it. A lost node
  * is tried again every second or so (at most 5 s apart), so the client recovers without a restart.
+ * `connectionsPerNode` sizes the pool of each node.
  */
 export async function connectCassandra(
   config: Config,
   keyspace: string | null = config.cassandra.keyspace,
   requestTimeoutMs = 20_000,
+  connectionsPerNode = 1,
 ) {
   const client = new cassandra.Client({
     contactPoints: config.cassandra.contactPoints,
@@ -51,10 +53,11 @@ export async function connectCassandra(
         1,
       ),
     },
-    // One connection per node (the driver's default since protocol v3; a connection carries thousands of requests at
-    // once): requests made in one event-loop turn then leave in one socket write. With two, a validation's read of the
-    // order and its outbox pointer went out on different connections, two writes where one does (README, Benchmarks).
-    pooling: { coreConnectionsPerHost: { [cassandra.types.distance.local]: 1 } },
+    // One connection per node by default (the driver's default since protocol v3; a connection carries thousands of
+    // requests at once): requests made in one event-loop turn then leave in one socket write. With two, a validation's
+    // read of the order and its outbox pointer went out on different connections, two writes where one does. The
+    // router and the dispatcher keep two: at 1,000 deliveries/s their writes' tail was longer on one (README, Benchmarks).
+    pooling: { coreConnectionsPerHost: { [cassandra.types.distance.local]: connectionsPerNode } },
   });
   await client.connect();
   return withCallPolicies(client, requestTimeoutMs);

@@ -13,14 +13,18 @@ export interface Platform {
   close(): Promise<void>;
 }
 
-/** `requestTimeoutMs` bounds each Cassandra request (the gateway's is short: see GATEWAY_DEPENDENCY_TIMEOUT). */
+/**
+ * `requestTimeoutMs` bounds each Cassandra request (the gateway's is short: see GATEWAY_DEPENDENCY_TIMEOUT);
+ * `connectionsPerNode` sizes its pool (connectCassandra).
+ */
 export async function connectPlatform(
   config: Config,
   logger: Logger,
   clientId: string,
-  requestTimeoutMs?: number,
+  cassandraOptions: { requestTimeoutMs?: number; connectionsPerNode?: number } = {},
 ): Promise<Platform> {
-  const db = await connectCassandra(config, config.cassandra.keyspace, requestTimeoutMs);
+  const { requestTimeoutMs, connectionsPerNode } = cassandraOptions;
+  const db = await connectCassandra(config, config.cassandra.keyspace, requestTimeoutMs, connectionsPerNode);
   return {
     kafka: createKafka(config.kafka.brokers, `${config.kafka.clientId}-${clientId}`, logger),
     db,

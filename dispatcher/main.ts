@@ -9,7 +9,7 @@ const config = loadConfig();
 const logger = createLogger('dispatcher', config.logLevel);
 setHeapGrowth(config.dispatcher.heapGrowthPercent);
 runUntilSignalled(logger, async () => {
-  const platform = await connectPlatform(config, logger, 'dispatcher');
+  const platform = await connectPlatform(config, logger, 'dispatcher', { connectionsPerNode: 2 });
   const traces = await startTracing(config.tracing, 'dispatcher', logger);
   const stop = await startDispatcher(config, platform, logger);
   return async () => {

@@ -9,7 +9,7 @@ const config = loadConfig();
 const logger = createLogger('router', config.logLevel);
 setHeapGrowth(config.router.heapGrowthPercent);
 runUntilSignalled(logger, async () => {
-  const platform = await connectPlatform(config, logger, 'router');
+  const platform = await connectPlatform(config, logger, 'router', { connectionsPerNode: 2 });
   const traces = await startTracing(config.tracing, 'router', logger);
   const stop = await startRouter(config, platform, logger);
   return async () => {

@@ -5,8 +5,8 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { connectCassandra, type CassandraClient } from '../../core/cassandra.ts';
 import { loadConfig } from '../../core/config.ts';
-import { draftPurchaseOrder } from '../../producer/purchase-order.ts';
 import { PurchaseStore } from '../../producer/purchase-store.ts';
+import { oneRowDraft } from '../support/drafts.ts';
 import { testEnv } from '../support/harness.ts';
 
 describe("the services' Cassandra client", () => {
@@ -36,21 +36,7 @@ describe("the services' Cassandra client", () => {
   it("sends a validation's read of the order and its outbox pointer in one socket write", async () => {
     const store = new PurchaseStore(db);
     const tenantId = `client-${randomBytes(4).toString('hex')}`;
-    const now = new Date().toISOString();
-    const order = draftPurchaseOrder({
-      id: randomBytes(8).toString('hex'),
-      supplierName: 'Acme',
-      currency: 'EUR',
-      rows: [
-        {
-          item: { id: 'i1', code: 'C1', name: 'Bolt', unitPrice: '2', createdAt: now },
-          quantity: '1',
-          description: null,
-        },
-      ],
-      amends: null,
-      now,
-    });
+    const order = oneRowDraft(randomBytes(8).toString('hex'));
     await store.createOrder(tenantId, order);
     await store.getOrder(tenantId, order.id); // both statements prepared beforehand: a preparation is a request too
     await store.writePointer(tenantId, order.id).written;

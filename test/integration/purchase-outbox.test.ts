@@ -6,13 +6,7 @@ import { connectCassandra, type CassandraClient } from '../../core/cassandra.ts'
 import { loadConfig } from '../../core/config.ts';
 import { createLogger } from '../../core/log.ts';
 import { OutboxRelay, type OutboxRelayOptions } from '../../producer/outbox-relay.ts';
-import {
-  cancelled,
-  draftPurchaseOrder,
-  formatReference,
-  validated,
-  type PurchaseOrderDTO,
-} from '../../producer/purchase-order.ts';
+import { cancelled, formatReference, validated, type PurchaseOrderDTO } from '../../producer/purchase-order.ts';
 import {
   MINUTE,
   POINTER_SHARDS,
@@ -21,6 +15,7 @@ import {
   type PointerHold,
 } from '../../producer/purchase-store.ts';
 import { MAX_LEASE } from '../../producer/reference-leases.ts';
+import { oneRowDraft } from '../support/drafts.ts';
 import { testEnv, waitFor } from '../support/harness.ts';
 
 /** The store as one tenant's relay sees it: other tests' pointers are not this relay's business. */
@@ -90,18 +85,9 @@ function counting(db: CassandraClient, pattern: RegExp) {
 
 /** `count` draft orders of a tenant (ids `<tenant>-<index>`), each of one row, stored through `writer`. */
 function storedDrafts(writer: PurchaseStore, tenantId: string, count: number, description: string | null = null) {
-  const now = new Date().toISOString();
-  const item = { id: 'i1', code: 'C1', name: 'Bolt', unitPrice: '2', createdAt: now };
   return Promise.all(
     Array.from({ length: count }, async (_, index) => {
-      const order = draftPurchaseOrder({
-        id: `${tenantId}-${index}`,
-        supplierName: 'Acme',
-        currency: 'EUR',
-        rows: [{ item, quantity: '1', description }],
-        amends: null,
-        now,
-      });
+      const order = oneRowDraft(`${tenantId}-${index}`, '1', description);
       await writer.createOrder(tenantId, order);
       return order;
     }),
@@ -151,21 +137,7 @@ describe('purchase store and outbox relay', () => {
         ...options,
       },
     );
-    const now = new Date().toISOString();
-    const order = draftPurchaseOrder({
-      id: randomBytes(8).toString('hex'),
-      supplierName: 'Acme',
-      currency: 'EUR',
-      rows: [
-        {
-          item: { id: 'i1', code: 'C1', name: 'Bolt', unitPrice: '2', createdAt: now },
-          quantity: '3',
-          description: null,
-        },
-      ],
-      amends: null,
-      now,
-    });
+    const order = oneRowDraft(randomBytes(8).toString('hex'), '3');
     await store.createOrder(tenantId, order);
     /** The order's pointers in the last two minute buckets. */
     const pointers = async () => {

@@ -166,12 +166,9 @@ export async function startTestGateway(
     GATEWAY_BASE_URL: base,
   });
   const logger = createLogger('gateway-test', 'error');
-  const platform: Platform = await connectPlatform(
-    config,
-    logger,
-    `gateway-test-${port}`,
-    config.gateway.dependencyTimeoutMs,
-  );
+  const platform: Platform = await connectPlatform(config, logger, `gateway-test-${port}`, {
+    requestTimeoutMs: config.gateway.dependencyTimeoutMs,
+  });
   let stop: () => Promise<void>;
   try {
     stop = await startGateway(config, platform, logger, apis);
