@@ -70,6 +70,8 @@ describe('the local cluster', () => {
         // A broker that stops heartbeating is fenced (its partitions led by others) after 3 s, not Kafka's 9 s.
         'broker.heartbeat.interval.ms=500',
         'broker.session.timeout.ms=3000',
+        // The active controller's no-op record every 50 ms tells the other nodes a committed change sooner.
+        'metadata.max.idle.interval.ms=100',
       ]),
     );
   });
@@ -85,6 +87,7 @@ describe('the local cluster', () => {
     );
     expect(props.some((line) => line.startsWith('replica.fetch.backoff.ms'))).toBe(false);
     expect(props.some((line) => line.startsWith('broker.session.timeout.ms'))).toBe(false);
+    expect(props.some((line) => line.startsWith('metadata.max.idle.interval.ms'))).toBe(false);
     expect(props.some((line) => line.startsWith('broker.rack'))).toBe(false);
   });
 
