@@ -6,17 +6,15 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { Kafka, logLevel, type Admin } from 'kafkajs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createKafka, Publisher } from '../../core/kafka.ts';
 import { createLogger } from '../../core/log.ts';
-import { repoRoot } from '../../infra/processes.ts';
-import { ensureCluster, type StartedServers } from '../../infra/servers.ts';
 import { kafkaHost } from '../../infra/servers/cluster.ts';
+import { clusterRoot as root, useCluster } from '../support/cluster-file.ts';
 import { consumeLedTopic, createLedTopic } from '../support/led-topic.ts';
 import { serverPid } from '../chaos/shared-servers.ts';
 import { cannotCut, cutOff, type CutNode } from '../chaos/network-cut.ts';
 
-const root = path.join(repoRoot, '.local');
 const say = (line: string) => console.log(`[consumer-cut-leader] ${line}`);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const CUT_MS = 30_000;
@@ -38,15 +36,10 @@ async function coordinatorOf(admin: Admin, groupId: string): Promise<number> {
 }
 
 describe('a consumer group member when the broker leading its partitions is cut off from the other brokers', () => {
-  let servers: StartedServers;
-  beforeAll(async () => {
-    servers = await ensureCluster({ root, progress: say });
-  }, 600_000);
-  afterAll(async () => {
-    await servers?.stop();
-  }, 600_000);
+  const cluster = useCluster(say);
 
   it('fetches from the new leaders while the cut lasts', async () => {
+    const servers = cluster();
     const cannot = cannotCut(path.join(root, 'run'));
     if (cannot) throw new Error(cannot);
     const admin = new Kafka({ brokers: servers.kafkaBrokers, logLevel: logLevel.NOTHING }).admin();

@@ -8,30 +8,21 @@
 // sooner: with Kafka's 500 ms the last broker knew each topic after a median of 368 ms (the slowest 508 ms), with 100 ms
 // after 104 ms (133 ms).
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { repoRoot } from '../../infra/processes.ts';
-import { ensureCluster, type StartedServers } from '../../infra/servers.ts';
+import { describe, expect, it } from 'vitest';
 import { CLUSTER_SIZE, kafkaHost } from '../../infra/servers/cluster.ts';
 import { BrokerMetadata } from '../support/broker-metadata.ts';
+import { useCluster } from '../support/cluster-file.ts';
 
-const root = path.join(repoRoot, '.local');
 const say = (line: string) => console.log(`[metadata-propagation] ${line}`);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const TOPICS = 8;
 
 describe('the cluster’s brokers after the controller commits a change', () => {
-  let servers: StartedServers;
-  beforeAll(async () => {
-    servers = await ensureCluster({ root, progress: say });
-  }, 600_000);
-  afterAll(async () => {
-    await servers?.stop();
-  }, 600_000);
+  const cluster = useCluster(say);
 
   it('all know it within a fraction of a second', async () => {
-    const admin = new Kafka({ brokers: servers.kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
+    const admin = new Kafka({ brokers: cluster().kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
     await admin.connect();
     const brokers = await Promise.all(
       Array.from({ length: CLUSTER_SIZE }, (_, index) => BrokerMetadata.connect(kafkaHost(index + 1), 9092)),
