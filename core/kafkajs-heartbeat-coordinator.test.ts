@@ -67,6 +67,27 @@ describe('kafkajs heartbeats after the group coordinator moved (patched)', () =>
     expect(current.heartbeats).toEqual([{ groupId: 'dispatchers', memberId: 'member-1', groupGenerationId: 7 }]);
   });
 
+  it('looks for the coordinator again when its broker is gone (connection refused), without rejoining', async () => {
+    patchHeartbeatCoordinator();
+    // A broker's clean stop hands its groups over within ~0.1 s and may exit a second later: a member whose next
+    // heartbeat came after the exit found the old coordinator's port closed. kafkajs retried the refused connection
+    // five times and crashed the consumer, which joined its group again (a rebalance; seen once in CI, 2026-12-07).
+    const { KafkaJSConnectionError } = require('kafkajs/src/errors.js') as {
+      KafkaJSConnectionError: new (message: string) => Error;
+    };
+    const old = broker(() => {
+      throw new KafkaJSConnectionError('Connection error: connect ECONNREFUSED 127.0.0.13:9092');
+    });
+    const current = broker(() => {});
+    const group = member(old, current);
+    group.lastRequest = Date.now() - 1_000;
+    await group.heartbeat({ interval: 0 });
+    await vi.waitFor(() => expect(group.coordinator).toBe(current));
+    await group.heartbeat({ interval: 0 });
+    await answered();
+    expect(current.heartbeats).toHaveLength(1);
+  });
+
   it('does not hold the heartbeat (nor the fetch loops that await it) while the cluster names no coordinator', async () => {
     patchHeartbeatCoordinator();
     const old = broker(() => {

@@ -25,7 +25,8 @@ let patched = false;
  * `__consumer_offsets`, and Java's consumer simply heartbeats it: nothing is rebalanced. In a rolling restart of the
  * local cluster's brokers, the restart of the broker coordinating the routers' and dispatchers' groups stopped every
  * delivery for 3.8 s that way. Here the member asks the cluster for the coordinator (without waiting for the answer)
- * and heartbeats it at the next turn, and waits for one still loading the group; if it then answers that a rebalance is
+ * and heartbeats it at the next turn (also when the old coordinator's broker refuses the connection: it stopped after
+ * handing its groups over), and waits for one still loading the group; if it then answers that a rebalance is
  * under way, or that the member is unknown, kafkajs rejoins as before. A member that has had no heartbeat accepted
  * for a whole session timeout may have been dropped: it rejoins as before.
  *
@@ -48,9 +49,12 @@ export function patchHeartbeatCoordinator(): void {
       await heartbeat.call(group, options);
     } catch (error) {
       const type = (error as { type?: string }).type ?? '';
+      // The coordinator's broker gone (a clean stop hands its groups over, then the process exits): ask for the new one.
+      const gone = (error as Error).name === 'KafkaJSConnectionError';
       // lastRequest is the last accepted heartbeat (or the join).
-      if ((!MOVED.has(type) && type !== LOADING) || Date.now() - group.lastRequest >= group.sessionTimeout) throw error;
-      if (MOVED.has(type)) locate(group);
+      if ((!MOVED.has(type) && type !== LOADING && !gone) || Date.now() - group.lastRequest >= group.sessionTimeout)
+        throw error;
+      if (MOVED.has(type) || gone) locate(group);
     }
   };
   ConsumerGroup.prototype.heartbeat = async function (this: ConsumerGroupInternals, options: { interval: number }) {
