@@ -49,22 +49,33 @@ function member(old: ReturnType<typeof broker>, current: ReturnType<typeof broke
   return group;
 }
 
+/**
+ * A member whose old coordinator refuses its heartbeat with `refusal()` while the cluster names another: it heartbeats,
+ * waits for the lookup, and heartbeats again. What the new coordinator was sent.
+ */
+async function heartbeatsAfterRefusal(refusal: () => Error) {
+  const old = broker(() => {
+    throw refusal();
+  });
+  const current = broker(() => {});
+  const group = member(old, current);
+  group.lastRequest = Date.now() - 1_000;
+  await group.heartbeat({ interval: 0 });
+  await vi.waitFor(() => expect(group.coordinator).toBe(current));
+  await group.heartbeat({ interval: 0 });
+  await answered();
+  return current.heartbeats;
+}
+
 describe('kafkajs heartbeats after the group coordinator moved (patched)', () => {
   it('heartbeats the new coordinator in the same generation instead of rejoining the group', async () => {
     patchHeartbeatCoordinator();
     // The broker that coordinated the group stopped (a rolling restart): another broker loaded the group, members and
     // generation, from __consumer_offsets. kafkajs took NOT_COORDINATOR for a rebalance and rejoined: the leader's
     // rejoin rebalanced every member of the dispatchers' and routers' groups, and every delivery waited 3.8 s.
-    const old = broker(() => {
-      throw createErrorFromCode(NOT_COORDINATOR);
-    });
-    const current = broker(() => {});
-    const group = member(old, current);
-    group.lastRequest = Date.now() - 1_000;
-    await group.heartbeat({ interval: 0 });
-    await vi.waitFor(() => expect(group.coordinator).toBe(current));
-    await group.heartbeat({ interval: 0 });
-    expect(current.heartbeats).toEqual([{ groupId: 'dispatchers', memberId: 'member-1', groupGenerationId: 7 }]);
+    expect(await heartbeatsAfterRefusal(() => createErrorFromCode(NOT_COORDINATOR))).toEqual([
+      { groupId: 'dispatchers', memberId: 'member-1', groupGenerationId: 7 },
+    ]);
   });
 
   it('looks for the coordinator again when its broker is gone (connection refused), without rejoining', async () => {
@@ -75,17 +86,8 @@ describe('kafkajs heartbeats after the group coordinator moved (patched)', () =>
     const { KafkaJSConnectionError } = require('kafkajs/src/errors.js') as {
       KafkaJSConnectionError: new (message: string) => Error;
     };
-    const old = broker(() => {
-      throw new KafkaJSConnectionError('Connection error: connect ECONNREFUSED 127.0.0.13:9092');
-    });
-    const current = broker(() => {});
-    const group = member(old, current);
-    group.lastRequest = Date.now() - 1_000;
-    await group.heartbeat({ interval: 0 });
-    await vi.waitFor(() => expect(group.coordinator).toBe(current));
-    await group.heartbeat({ interval: 0 });
-    await answered();
-    expect(current.heartbeats).toHaveLength(1);
+    const refused = () => new KafkaJSConnectionError('Connection error: connect ECONNREFUSED 127.0.0.13:9092');
+    expect(await heartbeatsAfterRefusal(refused)).toHaveLength(1);
   });
 
   it('does not hold the heartbeat (nor the fetch loops that await it) while the cluster names no coordinator', async () => {
