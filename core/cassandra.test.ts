@@ -1,6 +1,6 @@
 import cassandra from 'cassandra-driver';
 import { describe, expect, it } from 'vitest';
-import { isIdempotentQuery, isUnreachable, withCallPolicies } from './cassandra.ts';
+import { answersWithRows, isIdempotentQuery, isUnreachable, withCallPolicies } from './cassandra.ts';
 
 const { errors, types } = cassandra;
 const codes = types.responseErrorCodes;
@@ -109,5 +109,49 @@ describe('withCallPolicies: a request a coordinator refused without running it i
     const read = client([shuttingDown()]);
     await expect(read.db.execute('SELECT status FROM purchase_orders WHERE id = ?', [])).rejects.toThrow('shutting');
     expect(read.sent).toHaveLength(1);
+  });
+});
+
+describe('withCallPolicies: an answer without rows is never read as "no row" or "applied"', () => {
+  /** A client answering every request as the driver did once (a read during a cluster's warm-up): a result with no rows. */
+  function rowless() {
+    const answer = async () => ({ rows: undefined, first: () => null, wasApplied: () => true });
+    return withCallPolicies({ execute: answer, batch: answer } as unknown as cassandra.Client, 1_500);
+  }
+
+  it('fails a read and a conditional write answered without rows, as a transient failure (503, tried again)', async () => {
+    // A read answered so looked like an absent row (the router's "routed before?" read failed on it instead, once), and
+    // the driver's wasApplied() takes a result without rows for an applied compare-and-set.
+    const db = rowless();
+    const read = db.execute('SELECT event_type FROM events WHERE tenant_id = ? AND event_id = ?', ['t', 'e']);
+    await expect(read).rejects.toThrow(/without rows.*SELECT event_type FROM events/);
+    await expect(read.catch((error: unknown) => isUnreachable(error))).resolves.toBe(true);
+    await expect(db.execute('UPDATE cells SET n = ? WHERE k = ? IF n = ?', [1, 'k', 0])).rejects.toThrow(
+      /without rows/,
+    );
+    const conditional = [{ query: 'INSERT INTO cells (k, n) VALUES (?, ?) IF NOT EXISTS', params: ['k', 0] }];
+    await expect(db.batch(conditional)).rejects.toThrow(/without rows/);
+  });
+
+  it('takes a plain write answered without rows, as the driver answers every one', async () => {
+    const db = rowless();
+    await expect(db.execute('INSERT INTO cells (k, n) VALUES (?, ?)', ['k', 0])).resolves.toBeDefined();
+    await expect(db.batch([{ query: 'DELETE FROM cells WHERE k = ?', params: ['k'] }])).resolves.toBeDefined();
+  });
+});
+
+describe('answersWithRows: which answers must carry rows', () => {
+  it.each([
+    ['SELECT status FROM deliveries WHERE tenant_id = ? AND id IN ?', true],
+    ['  select now() from system.local', true],
+    ['UPDATE purchase_orders SET status = ? WHERE tenant_id = ? AND id = ? IF version = ?', true],
+    ['INSERT INTO reference_sequences (tenant_id, last_value) VALUES (?, ?) IF NOT EXISTS', true],
+    ['DELETE FROM leases WHERE id = ? IF owner = ?', true],
+    ['INSERT INTO attempts (tenant_id, id) VALUES (?, ?)', false],
+    ['UPDATE jobs SET failed = failed - 1 WHERE id = ?', false],
+    ['CREATE TABLE IF NOT EXISTS core_warm_up.cells (k text PRIMARY KEY, n int)', false],
+    ['DROP KEYSPACE IF EXISTS test_x', false],
+  ])('%s: %s', (query, expected) => {
+    expect(answersWithRows(query)).toBe(expected);
   });
 });

@@ -88,17 +88,23 @@ export function withCallPolicies(client: CassandraClient, requestTimeoutMs: numb
   const execute = client.execute.bind(client);
   const batch = client.batch.bind(client);
   // Our statements are a few hundred constant texts at most: each is judged once.
-  const judged = new Map<string, boolean>();
+  const judged = new Map<string, { idempotent: boolean; rows: boolean }>();
   const judge = (query: string) => {
     let verdict = judged.get(query);
     if (verdict === undefined) {
-      verdict = isIdempotentQuery(query);
+      verdict = { idempotent: isIdempotentQuery(query), rows: answersWithRows(query) };
       if (judged.size < 10_000) judged.set(query, verdict);
     }
     return verdict;
   };
   const idempotent = (options: cassandra.QueryOptions | undefined, queries: string[]) =>
-    options?.isIdempotent !== undefined ? options : { ...options, isIdempotent: queries.every(judge) };
+    options?.isIdempotent !== undefined
+      ? options
+      : { ...options, isIdempotent: queries.every((query) => judge(query).idempotent) };
+  const withRows = (queries: string[]) => (result: cassandra.types.ResultSet) => {
+    if (result.rows === undefined && queries.some((query) => judge(query).rows)) throw new RowlessAnswerError(queries);
+    return result;
+  };
   const bounded = <T>(
     options: cassandra.QueryOptions | undefined,
     send: (options?: cassandra.QueryOptions) => Promise<T>,
@@ -116,7 +122,9 @@ export function withCallPolicies(client: CassandraClient, requestTimeoutMs: numb
       return (execute as (...args: unknown[]) => unknown)(query, params, options, ...rest);
     }
     const judged = idempotent(options, [query]);
-    return bounded(judged, (budgeted) => untilRun(judged, () => execute(query, params, budgeted)));
+    return bounded(judged, (budgeted) => untilRun(judged, () => execute(query, params, budgeted))).then(
+      withRows([query]),
+    );
   }) as CassandraClient['execute'];
   client.batch = ((queries: Parameters<CassandraClient['batch']>[0], options?: cassandra.QueryOptions, ...rest) => {
     if (rest.length > 0 || typeof options === 'function') {
@@ -124,9 +132,30 @@ export function withCallPolicies(client: CassandraClient, requestTimeoutMs: numb
     }
     const texts = queries.map((entry) => (typeof entry === 'string' ? entry : entry.query));
     const judged = idempotent(options, texts);
-    return bounded(judged, (budgeted) => untilRun(judged, () => batch(queries, budgeted)));
+    return bounded(judged, (budgeted) => untilRun(judged, () => batch(queries, budgeted))).then(withRows(texts));
   }) as CassandraClient['batch'];
   return client;
+}
+
+/**
+ * Whether every answer to `query` carries rows: a read's, and a conditional write's (its `[applied]` row). Other writes
+ * and schema changes (`CREATE TABLE IF NOT EXISTS` too) are answered without.
+ */
+export function answersWithRows(query: string): boolean {
+  return /^\s*SELECT\b/i.test(query) || (/^\s*(INSERT|UPDATE|DELETE)\b/i.test(query) && /\bIF\b/i.test(query));
+}
+
+/**
+ * A read or a conditional write the driver answered without rows. Seen once, on a three-node cluster during its
+ * warm-up: the router's read of an event's row got a result without `rows` (its cause not found). Read as it came, a
+ * read's answer looks like an absent row, and the driver's `wasApplied()` takes it for an applied compare-and-set; so it
+ * fails, as a transient failure (isUnreachable: the API answers 503, the services handle the record again).
+ */
+export class RowlessAnswerError extends Error {
+  constructor(queries: string[]) {
+    super(`Cassandra answered without rows: ${queries.join('; ')}`);
+    this.name = 'RowlessAnswerError';
+  }
 }
 
 /**
@@ -271,6 +300,7 @@ export function isUnreachable(error: unknown): boolean {
   if (err.name === 'NoHostAvailableError' || err.name === 'OperationTimedOutError') return true;
   // A connection closed under a request (the node went away mid-flight), or every connection busy.
   if (err.isSocketError === true || err.name === 'BusyConnectionError') return true;
+  if (error instanceof RowlessAnswerError) return true;
   const { responseErrorCodes: codes } = cassandra.types;
   return (
     err.name === 'ResponseError' &&
