@@ -103,6 +103,12 @@ export function kafkaDef(port: number, node: KafkaNode = singleKafkaNode(port), 
   };
 }
 
+/**
+ * How soon a node snapshots its metadata log once it has new records. Kafka's hour counts from the node's start, and
+ * local nodes restart sooner: none ever snapshotted, and each start replayed the whole log since the cluster's creation.
+ */
+export const METADATA_SNAPSHOT_INTERVAL_MS = 60_000;
+
 export function kafkaProperties(port: number, logDir: string, node: KafkaNode): string {
   const controller = port + 1;
   return `${[
