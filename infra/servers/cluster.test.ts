@@ -70,8 +70,10 @@ describe('the local cluster', () => {
         // A broker that stops heartbeating is fenced (its partitions led by others) after 3 s, not Kafka's 9 s.
         'broker.heartbeat.interval.ms=500',
         'broker.session.timeout.ms=3000',
-        // The active controller's no-op record every 50 ms tells the other nodes a committed change sooner.
+        // The active controller's no-op record every 100 ms tells the other nodes a committed change sooner.
         'metadata.max.idle.interval.ms=100',
+        // A snapshot of the metadata log within a minute of new records: a start replays only what came after.
+        'metadata.log.max.snapshot.interval.ms=60000',
       ]),
     );
   });
@@ -83,6 +85,7 @@ describe('the local cluster', () => {
         'controller.quorum.voters=1@127.0.0.1:9093',
         'default.replication.factor=1',
         'min.insync.replicas=1',
+        'metadata.log.max.snapshot.interval.ms=60000',
       ]),
     );
     expect(props.some((line) => line.startsWith('replica.fetch.backoff.ms'))).toBe(false);

@@ -146,6 +146,7 @@ export function kafkaProperties(port: number, logDir: string, node: KafkaNode): 
     // of 104 ms instead of 368 (test/cluster/metadata-propagation.test.ts), for about 1 % of a core per broker when idle
     // here (every 50 ms: 63 ms, for 3 %).
     ...(node.replicas > 1 ? ['metadata.max.idle.interval.ms=100'] : []),
+    `metadata.log.max.snapshot.interval.ms=${METADATA_SNAPSHOT_INTERVAL_MS}`,
     // Few consumer groups here: 50 offsets partitions only make the first group wait for their creation.
     'offsets.topic.num.partitions=5',
     'group.initial.rebalance.delay.ms=0',
